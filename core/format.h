@@ -1,0 +1,173 @@
+// The on-media format of a walfs pool: the one place that defines it.
+//
+// A pool is a byte range (a file, a DAX file or a device-DAX device) laid out as
+//
+//   [0, 4K)           superblock A
+//   [4K, 8K)          superblock B (an identical copy; either one is enough to open)
+//   journal           a redo journal holding the last metadata transaction
+//   inode table       inode_count fixed-size InodeRecords; inode N lives at index N,
+//                     index 0 is reserved (always zero), index 1 is the root directory
+//   dirent table      dirent_count fixed-size DirentRecords, one per directory entry
+//   data area         data_blocks blocks of kBlockSize, addressed by block index
+//
+// Every region starts on a kBlockSize boundary. All integers are little-endian
+// fixed-width fields (walfs only builds on little-endian hosts, asserted below), so a
+// record's bytes are the struct's bytes.
+//
+// Integrity: every record carries a CRC-32C over its bytes (with the crc field taken as
+// zero). A free InodeRecord or DirentRecord is all zero bytes, crc included; any other
+// record whose crc does not match is corruption and is reported, never used.
+//
+// Durability invariants the rest of core keeps (and fsck checks):
+//  - Metadata (inode and dirent records) changes only through the journal: a
+//    transaction's record images are written to the journal with a header whose CRC
+//    covers them, persisted (the commit point), then copied to their home offsets and
+//    persisted. Recovery replays a journal whose CRC matches; replay is idempotent
+//    because the journal always holds the newest image of the records it names.
+//  - Every data block not owned by an inode is zero. Blocks owned by an inode in state
+//    kOrphan are being zeroed and return to free space once that is persisted.
+//  - Bytes of an inode's extents beyond its size are zero (recovery re-zeroes them,
+//    since an unacknowledged write may have reached media before its size did).
+#ifndef WALFS_CORE_FORMAT_H_
+#define WALFS_CORE_FORMAT_H_
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+namespace walfs::core::format {
+
+static_assert(std::endian::native == std::endian::little,
+              "walfs pools are little-endian and records are read in place");
+
+inline constexpr uint64_t kBlockSize = 4096;
+inline constexpr uint32_t kVersion = 1;
+// "WALFSPL1" read as a little-endian u64.
+inline constexpr uint64_t kSuperblockMagic = 0x314c5053464c4157ULL;
+// "WALFSJNL" read as a little-endian u64.
+inline constexpr uint64_t kJournalMagic = 0x4c4e4a53464c4157ULL;
+
+inline constexpr uint64_t kSuperblockOffset[2] = {0, kBlockSize};
+inline constexpr uint64_t kJournalOffset = 2 * kBlockSize;
+inline constexpr uint64_t kJournalSize = 64 * 1024;
+
+inline constexpr uint64_t kMinSegmentSize = 1ULL << 20;  // initdb --wal-segsize range
+inline constexpr uint64_t kMaxSegmentSize = 1ULL << 30;
+inline constexpr uint64_t kDefaultSegmentSize = 16ULL << 20;
+inline constexpr uint32_t kMaxNameLength = 255;
+inline constexpr uint64_t kRootInode = 1;
+
+struct Superblock {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t superblock_size;  // sizeof(Superblock) when written
+  uint8_t uuid[16];
+  uint64_t capacity;  // bytes covered by the layout; <= the region's size
+  uint64_t block_size;
+  uint64_t segment_size;  // extent size given to WAL-segment files at create
+  uint64_t journal_offset;
+  uint64_t journal_size;
+  uint64_t inode_table_offset;
+  uint64_t inode_count;  // records in the table, index 0 included
+  uint64_t inode_size;
+  uint64_t dirent_table_offset;
+  uint64_t dirent_count;
+  uint64_t dirent_size;
+  uint64_t data_offset;
+  uint64_t data_blocks;
+  int64_t created_ns;  // CLOCK_REALTIME at mkfs
+  uint8_t reserved[100];
+  uint32_t crc;  // CRC-32C of the bytes before it
+};
+static_assert(sizeof(Superblock) == 256);
+static_assert(offsetof(Superblock, crc) == 252);
+
+enum class InodeState : uint8_t {
+  kFree = 0,
+  kLive = 1,    // reachable through at least one dirent (or the root)
+  kOrphan = 2,  // nlink 0: kept while open, then its extents are zeroed and it is freed
+};
+
+enum class InodeType : uint8_t {
+  kNone = 0,
+  kRegular = 1,
+  kDirectory = 2,
+  kSymlink = 3,
+};
+
+// A run of data blocks: [block, block + count) in data-area block indices.
+struct Extent {
+  uint64_t block;
+  uint64_t count;
+};
+static_assert(sizeof(Extent) == 16);
+
+inline constexpr uint32_t kInodeSize = 512;
+inline constexpr uint32_t kMaxExtents = 26;
+
+// InodeRecord.flags
+inline constexpr uint32_t kInodeFlagSegment = 1u << 0;  // got a segment extent at create
+
+struct InodeRecord {
+  uint32_t crc;  // CRC-32C of bytes [4, kInodeSize); all-zero record = free
+  InodeState state;
+  InodeType type;
+  uint16_t reserved0;
+  uint64_t generation;  // bumped each time the slot is reused (FUSE generation)
+  uint32_t mode;        // permission bits and S_IFMT type bits, as st_mode
+  uint32_t uid;
+  uint32_t gid;
+  uint32_t nlink;
+  uint64_t size;  // bytes; <= the sum of extent lengths (files are never sparse)
+  int64_t atime_ns;
+  int64_t mtime_ns;
+  int64_t ctime_ns;
+  uint32_t extent_count;
+  uint32_t flags;
+  uint8_t reserved1[24];
+  Extent extents[kMaxExtents];  // file order: byte 0 is in extents[0]
+};
+static_assert(sizeof(InodeRecord) == kInodeSize);
+static_assert(offsetof(InodeRecord, extents) == 96);
+
+inline constexpr uint32_t kDirentSize = 320;
+
+struct DirentRecord {
+  uint32_t crc;  // CRC-32C of bytes [4, kDirentSize); all-zero record = free
+  uint8_t in_use;  // 1
+  InodeType type;  // the child's type, for readdir's d_type
+  uint16_t name_length;
+  uint64_t parent;  // directory inode
+  uint64_t child;   // inode the name refers to
+  uint64_t reserved0;
+  char name[256];  // name_length bytes, the rest zero
+  uint8_t reserved1[32];
+};
+static_assert(sizeof(DirentRecord) == kDirentSize);
+static_assert(offsetof(DirentRecord, name) == 32);
+
+// The journal holds one transaction: a header then `entry_count` entries, each a
+// JournalEntry followed by `length` bytes padded to 8. The header's crc covers the header
+// (crc taken as zero) and `payload_bytes` bytes of entries.
+struct JournalHeader {
+  uint64_t magic;
+  uint64_t sequence;  // increases by one per transaction
+  uint32_t entry_count;
+  uint32_t payload_bytes;
+  uint8_t reserved[36];
+  uint32_t crc;
+};
+static_assert(sizeof(JournalHeader) == 64);
+
+struct JournalEntry {
+  uint64_t target_offset;  // pool offset of a whole InodeRecord or DirentRecord
+  uint32_t length;         // kInodeSize or kDirentSize
+  uint32_t reserved;
+};
+static_assert(sizeof(JournalEntry) == 16);
+
+inline constexpr uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace walfs::core::format
+
+#endif  // WALFS_CORE_FORMAT_H_

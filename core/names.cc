@@ -1,0 +1,41 @@
+// Name classification for pg_wal files.
+#include "core/names.h"
+
+#include <cerrno>
+
+#include "absl/strings/match.h"
+#include "core/format.h"
+#include "core/status.h"
+
+namespace walfs::core {
+namespace {
+
+bool IsSegmentId(std::string_view s) {
+  if (s.size() != 24) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'A' && c <= 'F'))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool IsWalSegmentName(std::string_view name) {
+  if (IsSegmentId(name)) return true;
+  if (absl::StartsWith(name, "xlogtemp.")) return true;
+  constexpr std::string_view kPartial = ".partial";
+  return absl::EndsWith(name, kPartial) &&
+         IsSegmentId(name.substr(0, name.size() - kPartial.size()));
+}
+
+absl::Status ValidateName(std::string_view name) {
+  if (name.size() > format::kMaxNameLength) return PosixError(name.substr(0, 32), ENAMETOOLONG);
+  if (name.empty() || name == "." || name == ".." ||
+      name.find('/') != std::string_view::npos ||
+      name.find('\0') != std::string_view::npos) {
+    return PosixError("invalid name", EINVAL);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace walfs::core

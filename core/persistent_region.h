@@ -1,0 +1,93 @@
+// PersistentRegion: the byte range a pool lives in, and how stores to it become durable.
+//
+// Implementations are chosen once, when the region is opened (like libpmem2's
+// persist/flush/drain functions picked at map time), so hot paths never ask
+// "is this pmem?":
+//  - PmemRegion (pmem_region.cc): pmem_map_file over a file, a DAX file or a device-DAX
+//    device. When pmem_is_pmem() is true, stores are non-temporal copies
+//    (pmem_memcpy_nodrain), Flush is implied by the store and Drain is pmem_drain. When
+//    false (an ordinary file: the embedded default), stores are plain memcpy into the
+//    shared mapping and Flush is pmem_msync of the touched pages.
+//  - MemoryRegion / RecordingRegion (memory_region.h, recording_region.h): in-memory
+//    stand-ins for tests; the recording one can produce the image a power failure would
+//    leave (the crash-test engine).
+//
+// Contract for every implementation:
+//  - All mutation goes through Store/Fill: code never writes through data().
+//  - Bytes stored in [off, off+len) are durable once Flush(off, len) has been called
+//    after the store and a Drain() has returned after that Flush. Persist = Flush+Drain.
+//  - An aligned 8-byte store is failure-atomic (old or new, never a mix), as on x86 PMEM.
+//    Nothing larger is.
+//  - Flush ranges are clamped to page/cache-line granularity by the implementation; the
+//    caller passes exact byte ranges.
+//  - Store/Fill/Flush on disjoint ranges may run concurrently from several threads;
+//    Drain makes durable the flushes issued by the calling thread (SFENCE semantics), so
+//    a thread drains its own stores.
+#ifndef WALFS_CORE_PERSISTENT_REGION_H_
+#define WALFS_CORE_PERSISTENT_REGION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace walfs::core {
+
+class PersistentRegion {
+ public:
+  virtual ~PersistentRegion() = default;
+  PersistentRegion(const PersistentRegion&) = delete;
+  PersistentRegion& operator=(const PersistentRegion&) = delete;
+
+  // Read-only view of the whole region; valid for the region's lifetime.
+  const char* data() const { return base_; }
+  uint64_t size() const { return size_; }
+
+  // True when stores become durable with cache flushes + a fence (real or forced PMEM);
+  // false when they need msync (page cache over a file).
+  virtual bool is_pmem() const = 0;
+  // "pmem", "msync" or "memory": for logs and walfsctl.
+  virtual std::string_view kind() const = 0;
+
+  virtual void Store(uint64_t off, const void* src, size_t len) = 0;
+  virtual void Fill(uint64_t off, uint8_t byte, size_t len) = 0;
+  virtual void Flush(uint64_t off, size_t len) = 0;
+  virtual void Drain() = 0;
+
+  void Persist(uint64_t off, size_t len) {
+    Flush(off, len);
+    Drain();
+  }
+
+ protected:
+  PersistentRegion(char* base, uint64_t size) : base_(base), size_(size) {}
+  // The writable base, for implementations' own stores.
+  char* mutable_base() const { return base_; }
+  void Reset(char* base, uint64_t size) {
+    base_ = base;
+    size_ = size;
+  }
+
+ private:
+  char* base_;
+  uint64_t size_;
+};
+
+struct PmemOpenOptions {
+  // Create the file with this size (mode 0600) when it does not exist; 0 = must exist.
+  uint64_t create_size = 0;
+  // Map for reading only (fsck without --repair, inspect, export).
+  bool read_only = false;
+};
+
+// Maps `path` with libpmem. Errors name the path and the failing step (missing file,
+// permission, not mappable, too small).
+absl::StatusOr<std::unique_ptr<PersistentRegion>> OpenPmemRegion(
+    const std::string& path, const PmemOpenOptions& options = {});
+
+}  // namespace walfs::core
+
+#endif  // WALFS_CORE_PERSISTENT_REGION_H_

@@ -1,0 +1,206 @@
+// WalDirectory: a mounted-or-not walfs pool as a file system, in plain types.
+//
+// This is the whole API fs/ uses: one call per FUSE operation, each returning a value or
+// an absl::Status whose errno (ErrnoFromStatus) is what the kernel should get. Nothing
+// here knows about FUSE.
+//
+// Lookup references (FUSE's nlookup): every call that returns an Attr for a name —
+// Lookup, Create, Mkdir, Symlink, Link — adds one lookup reference to that inode, and
+// Forget(ino, n) drops n of them. An inode whose link count reaches zero stays readable
+// and writable until its lookup references are gone too (POSIX open-unlinked
+// semantics: the kernel holds a reference for every open file); then its extents are
+// zeroed and it is freed. Orphans left by a crash are reclaimed by Open.
+//
+// Durability (see DESIGN.md and POSTGRES_CONTRACT.md §3):
+//  - Every namespace change (create, mkdir, symlink, link, unlink, rmdir, rename,
+//    setattr, truncate, fallocate) is atomic across power failure and is durable when
+//    the call returns, in both modes.
+//  - kPmem: a Write is durable (data and size) when it returns, so Fsync has nothing to
+//    do. kMsync: a Write is durable after Fsync of that inode (from any handle) or when
+//    made with `sync` set (O_DSYNC/O_SYNC).
+//
+// Thread safety: every method may be called concurrently from any thread.
+#ifndef WALFS_CORE_WAL_DIRECTORY_H_
+#define WALFS_CORE_WAL_DIRECTORY_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/format.h"
+#include "core/persistent_region.h"
+
+namespace walfs::core {
+
+class Pool;
+
+using InodeId = uint64_t;
+inline constexpr InodeId kRootInode = format::kRootInode;
+
+enum class DurabilityMode {
+  kPmem,   // region->is_pmem(): writes persisted before returning
+  kMsync,  // page cache + msync: persisted by Fsync or sync writes
+};
+std::string_view DurabilityModeName(DurabilityMode mode);
+
+struct Attr {
+  InodeId ino = 0;
+  uint64_t generation = 0;
+  uint32_t mode = 0;  // st_mode: S_IFREG/S_IFDIR/S_IFLNK | permission bits
+  uint32_t nlink = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t size = 0;
+  uint64_t blocks = 0;  // 512-byte units allocated (st_blocks)
+  int64_t atime_ns = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+};
+
+// Who asks: new inodes get this uid/gid. Permission checks are the kernel's
+// (default_permissions); core checks only what POSIX asks of the file system itself.
+struct Caller {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+};
+
+struct SetattrRequest {
+  std::optional<uint32_t> mode;  // permission bits only; the type bits are kept
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  std::optional<uint64_t> size;  // truncate: grown range reads as zeros
+  std::optional<int64_t> atime_ns;
+  std::optional<int64_t> mtime_ns;
+};
+
+struct DirEntry {
+  std::string_view name;
+  InodeId ino;
+  uint32_t type;  // S_IFREG / S_IFDIR / S_IFLNK (d_type = type >> 12)
+  uint64_t next_cookie;  // pass to Readdir to continue after this entry
+};
+
+struct FsStats {
+  uint64_t block_size = 0;
+  uint64_t total_blocks = 0;
+  uint64_t free_blocks = 0;  // exact: blocks not owned by any inode
+  uint64_t total_inodes = 0;
+  uint64_t free_inodes = 0;
+  uint32_t name_max = format::kMaxNameLength;
+};
+
+// Live counters (relaxed atomics inside; a snapshot here).
+struct Counters {
+  uint64_t writes = 0, write_bytes = 0, reads = 0, read_bytes = 0;
+  uint64_t fsyncs = 0, fsyncdirs = 0, sync_writes = 0;
+  uint64_t journal_commits = 0, journal_replays = 0;
+  uint64_t orphans_reclaimed = 0, zeroed_blocks = 0;
+};
+
+struct OpenOptions {
+  bool read_only = false;  // no recovery writes; every mutation fails with EROFS
+};
+
+enum RenameFlags : uint32_t {
+  kRenameNoReplace = 1u << 0,  // RENAME_NOREPLACE
+  kRenameExchange = 1u << 1,   // RENAME_EXCHANGE
+};
+
+enum FallocateFlags : uint32_t {
+  kFallocateKeepSize = 1u << 0,  // FALLOC_FL_KEEP_SIZE
+};
+
+class WalDirectory {
+ public:
+  // Validates the superblocks, replays the journal, re-zeroes what a crash left dirty
+  // and reclaims orphans (unless read_only), then builds the in-memory indexes.
+  // A damaged pool fails with DataLoss naming what and where.
+  static absl::StatusOr<std::unique_ptr<WalDirectory>> Open(
+      std::unique_ptr<PersistentRegion> region, const OpenOptions& options = {});
+  ~WalDirectory();
+  WalDirectory(const WalDirectory&) = delete;
+  WalDirectory& operator=(const WalDirectory&) = delete;
+
+  DurabilityMode mode() const;
+  const format::Superblock& superblock() const;
+  const PersistentRegion& region() const;
+
+  absl::StatusOr<Attr> Lookup(InodeId parent, std::string_view name);
+  void Forget(InodeId ino, uint64_t nlookup);
+  absl::StatusOr<Attr> GetAttr(InodeId ino);
+  absl::StatusOr<Attr> Setattr(InodeId ino, const SetattrRequest& request);
+
+  // Creates a regular file; AlreadyExists (EEXIST) when the name exists and `exclusive`,
+  // else returns the existing file (which must not be a directory: EISDIR).
+  // WAL-segment names get one contiguous segment-size extent at once.
+  absl::StatusOr<Attr> Create(InodeId parent, std::string_view name, uint32_t mode,
+                              const Caller& caller, bool exclusive);
+  absl::StatusOr<Attr> Mkdir(InodeId parent, std::string_view name, uint32_t mode,
+                             const Caller& caller);
+  absl::StatusOr<Attr> Symlink(InodeId parent, std::string_view name,
+                               std::string_view target, const Caller& caller);
+  absl::StatusOr<std::string> Readlink(InodeId ino);
+  absl::StatusOr<Attr> Link(InodeId ino, InodeId new_parent, std::string_view new_name);
+  absl::Status Unlink(InodeId parent, std::string_view name);
+  absl::Status Rmdir(InodeId parent, std::string_view name);
+  absl::Status Rename(InodeId parent, std::string_view name, InodeId new_parent,
+                      std::string_view new_name, uint32_t flags);
+
+  // Reads up to out.size() bytes at `offset`; short only at EOF.
+  absl::StatusOr<size_t> Read(InodeId ino, uint64_t offset, absl::Span<char> out);
+  // Writes all of `data` at `offset`, allocating as needed (ENOSPC only then). `sync`:
+  // the write is durable when this returns (O_DSYNC/O_SYNC handles).
+  absl::StatusOr<size_t> Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
+                               bool sync);
+  // Makes every byte written to `ino` through any handle, and its size, durable.
+  absl::Status Fsync(InodeId ino, bool datasync);
+  // Directory metadata is already durable; kept for symmetry and counters.
+  absl::Status FsyncDir(InodeId ino);
+  absl::Status Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags);
+
+  // Calls `fn` for entries of directory `ino` after `cookie` (0 = from the start, then
+  // "." and ".." are included) in a stable order; stops when fn returns false. Entries
+  // not renamed or unlinked during a scan are returned exactly once across calls.
+  absl::Status Readdir(InodeId ino, uint64_t cookie,
+                       const std::function<bool(const DirEntry&)>& fn);
+
+  FsStats Statfs();
+  Counters counters() const;
+
+  // Persists everything pending and reclaims unreferenced orphans (clean unmount).
+  absl::Status Close();
+
+ private:
+  explicit WalDirectory(std::unique_ptr<Pool> pool);
+  std::unique_ptr<Pool> pool_;
+};
+
+// Creates a fresh pool on `region` (all of it: capacity = region.size()).
+struct FormatOptions {
+  uint64_t segment_size = format::kDefaultSegmentSize;
+  uint64_t inode_count = 0;  // 0: one per 64 KiB of capacity, at least 64
+  // Called with (bytes zeroed, total) while the data area is zeroed.
+  std::function<void(uint64_t, uint64_t)> progress;
+  // Skip zeroing: the caller knows the region already reads as zeros (a new file).
+  bool region_is_zero = false;
+};
+absl::Status FormatPool(PersistentRegion& region, const FormatOptions& options);
+
+// The layout FormatPool would write for a region of `capacity` bytes (InvalidArgument
+// with the reason when the sizes cannot work).
+absl::StatusOr<format::Superblock> ComputeLayout(uint64_t capacity,
+                                                 const FormatOptions& options);
+
+// Checks a superblock's magic, version, crc and geometry against a region size; the
+// error says which field is wrong.
+absl::Status ValidateSuperblock(const format::Superblock& sb, uint64_t region_size);
+
+}  // namespace walfs::core
+
+#endif  // WALFS_CORE_WAL_DIRECTORY_H_

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs walfs's build, test and benchmark dependencies from Debian 12's packages.
+# Run as root (apt-get). Safe to run again: apt skips what is already installed.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+PACKAGES=(
+  build-essential cmake pkg-config          # toolchain
+  libpmem-dev libfuse3-dev fuse3            # PMDK's libpmem, libfuse3 + fusermount3
+  libabsl-dev libgtest-dev googletest       # Abseil, GoogleTest
+  libbenchmark-dev                          # Google Benchmark (core microbenchmarks)
+  postgresql-15 postgresql-contrib          # a real PostgreSQL 15 for integration tests
+  clang libclang-rt-14-dev                  # libFuzzer target
+  procps psmisc util-linux                  # ps/pkill, fuser, mount/findmnt for tests
+)
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: run as root (it calls apt-get)" >&2
+  exit 1
+fi
+apt-get update
+apt-get install -y --no-install-recommends "${PACKAGES[@]}"

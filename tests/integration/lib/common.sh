@@ -1,0 +1,116 @@
+# Shared helpers for walfs integration tests (sourced, not run).
+#
+# Every resource a test makes is registered for cleanup, which runs on any exit
+# (success, failure, or a signal): servers are stopped, mounts unmounted, temp dirs
+# removed. Tests call `skip "reason"` (exit 77, ctest's SKIP_RETURN_CODE) when the
+# machine cannot run them, `fail "what"` when an assertion fails.
+#
+# Environment (set by ctest; defaults work from a build dir named build/):
+#   WALFS_BUILD_DIR   the CMake build directory
+#   WALFS_SOURCE_DIR  the source tree
+
+set -euo pipefail
+
+WALFS_SOURCE_DIR=${WALFS_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)}
+WALFS_BUILD_DIR=${WALFS_BUILD_DIR:-$WALFS_SOURCE_DIR/build}
+WALFS=$WALFS_BUILD_DIR/fs/walfs
+MKFS=$WALFS_BUILD_DIR/tools/mkfs.walfs
+FSCK=$WALFS_BUILD_DIR/tools/fsck.walfs
+WALFSCTL=$WALFS_BUILD_DIR/tools/walfsctl
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+
+_CLEANUP=()   # commands run in reverse order at exit
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+fail() { log "FAIL: $*"; exit 1; }
+skip() { log "SKIP: $*"; exit 77; }
+
+on_exit() { _CLEANUP+=("$*"); }
+
+_run_cleanup() {
+  local rc=$? i
+  set +e
+  for ((i = ${#_CLEANUP[@]} - 1; i >= 0; i--)); do
+    eval "${_CLEANUP[i]}" >/dev/null 2>&1
+  done
+  exit $rc
+}
+trap _run_cleanup EXIT
+trap 'exit 130' INT TERM
+
+require_fuse() {
+  [ -c /dev/fuse ] || skip "/dev/fuse is missing"
+  command -v fusermount3 >/dev/null || skip "fusermount3 is missing (apt-get install fuse3)"
+  [ -x "$WALFS" ] || fail "daemon not built: $WALFS"
+}
+
+require_postgres() {
+  [ -x "$PG_BIN/initdb" ] || skip "PostgreSQL 15 is missing ($PG_BIN)"
+  id postgres >/dev/null 2>&1 || skip "no postgres user"
+}
+
+# A scratch directory, removed at exit, traversable by the postgres user.
+make_workdir() {
+  local d
+  d=$(mktemp -d /tmp/walfs-test.XXXXXX)
+  chmod 0755 "$d"
+  on_exit "rm -rf '$d'"
+  echo "$d"
+}
+
+# A free TCP port on 127.0.0.1 (bind to port 0, read what the kernel chose).
+free_port() {
+  python3 - <<'PY' 2>/dev/null || echo $((20000 + RANDOM % 20000))
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+PY
+}
+
+# make_pool POOL SIZE [mkfs args...]: a fresh pool file (0600, owned by root).
+make_pool() {
+  local pool=$1 size=$2
+  shift 2
+  "$MKFS" --size "$size" "$@" "$pool" >/dev/null
+}
+
+# mount_walfs POOL MNT [extra walfs args...]: runs the daemon in the foreground in the
+# background, waits until MNT is a mount point, registers unmount at exit. Sets
+# WALFS_PID. Extra args go to the daemon (e.g. -o allow_other,default_permissions).
+mount_walfs() {
+  local pool=$1 mnt=$2
+  shift 2
+  mkdir -p "$mnt"
+  local logf
+  logf=$(mktemp /tmp/walfs-daemon.XXXXXX.log)
+  "$WALFS" "$pool" "$mnt" -f "$@" >"$logf" 2>&1 &
+  WALFS_PID=$!
+  WALFS_LOG=$logf
+  on_exit "fusermount3 -u -z '$mnt'; kill -9 $WALFS_PID; rm -f '$logf'"
+  local i
+  for ((i = 0; i < 200; i++)); do
+    if mountpoint -q "$mnt"; then return 0; fi
+    if ! kill -0 "$WALFS_PID" 2>/dev/null; then
+      cat "$logf" >&2
+      fail "walfs exited before mounting $mnt"
+    fi
+    sleep 0.05
+  done
+  cat "$logf" >&2
+  fail "walfs did not mount $mnt within 10s"
+}
+
+# umount_walfs MNT: clean unmount; waits for the daemon to exit.
+umount_walfs() {
+  local mnt=$1 i
+  fusermount3 -u "$mnt"
+  for ((i = 0; i < 200; i++)); do
+    kill -0 "$WALFS_PID" 2>/dev/null || return 0
+    sleep 0.05
+  done
+  fail "walfs (pid $WALFS_PID) still running 10s after unmount of $mnt"
+}
+
+# as_postgres CMD...: runs a command as the postgres user.
+as_postgres() { runuser -u postgres -- "$@"; }

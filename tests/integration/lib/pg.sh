@@ -1,0 +1,299 @@
+# PostgreSQL helpers for walfs integration tests (sourced after lib/common.sh).
+#
+# A test cluster lives in a work dir W (make_workdir):
+#   W/wal          the walfs mount point, chowned to postgres once mounted
+#   W/wal/pg_wal   PostgreSQL's WAL directory (initdb -X), created by initdb inside the mount
+#   W/data         PGDATA
+#   W/run          owned by postgres: the unix socket (no TCP at all), the server log,
+#                  client-side files
+# Servers run as the postgres user and are stopped (immediate, then SIGKILL of the
+# postmaster's process group) on any exit. On a failing exit, the server logs and daemon
+# logs are printed to stderr before the cleanup runs, so CI failures are diagnosable.
+#
+# Environment:
+#   WALFS_TEST_NO_MOUNT=1  development aid only (ctest never sets it): W/wal is a plain
+#                          directory and no daemon, mkfs or fsck runs.
+#   WALFS_PG_MODES         durability modes to run, default "pmem msync":
+#                            pmem   PMEM_IS_PMEM_FORCE=1 for the daemon, pool on /dev/shm
+#                            msync  no forcing, pool in the work dir (the msync path)
+#   WALFS_PG_LONG=1        longer variants (more load, more switches, more rounds).
+
+WALFS_TEST_NO_MOUNT=${WALFS_TEST_NO_MOUNT:-0}
+WALFS_PG_MODES=${WALFS_PG_MODES:-pmem msync}
+WALFS_PG_LONG=${WALFS_PG_LONG:-0}
+
+_PG_CLUSTERS=()     # work dirs whose server log is reported on failure
+_PG_DAEMON_LOGS=()  # every daemon log of this test, reported on failure
+
+# A failing exit prints the logs first, then runs common.sh's cleanup (which stops
+# servers and removes the logs). Cleanup commands' own output goes to /dev/null, so the
+# report cannot be one of them.
+exec {_PG_STDERR}>&2
+_pg_exit() {
+  local rc=$?
+  set +e
+  if ((rc != 0 && rc != 77)); then
+    _pg_report >&"$_PG_STDERR" 2>&1 || true
+  fi
+  (exit "$rc")
+  _run_cleanup
+}
+trap _pg_exit EXIT
+
+_pg_report() {
+  local w f
+  for w in "${_PG_CLUSTERS[@]}"; do
+    for f in "$w"/run/pg.log "$w"/run/*.client.log; do
+      [ -f "$f" ] || continue
+      echo "===== $f (last 150 lines) ====="
+      tail -n 150 "$f"
+    done
+    if [ -d "$w/wal/pg_wal" ]; then
+      echo "===== ls -l $w/wal/pg_wal ====="
+      ls -la "$w/wal/pg_wal" "$w/wal/pg_wal/archive_status" 2>&1 | tail -n 80
+    fi
+  done
+  for f in "${_PG_DAEMON_LOGS[@]}"; do
+    [ -f "$f" ] || continue
+    echo "===== walfs daemon log $f (last 150 lines) ====="
+    tail -n 150 "$f"
+  done
+}
+
+# pg_require: skips (77) without PostgreSQL 15 or /dev/fuse; fails if walfs is not built.
+pg_require() {
+  require_postgres
+  [ -x "$PG_BIN/pgbench" ] || skip "pgbench is missing ($PG_BIN)"
+  if [ "$WALFS_TEST_NO_MOUNT" = 1 ]; then
+    log "WALFS_TEST_NO_MOUNT=1: plain directory instead of a walfs mount (development only)"
+    return 0
+  fi
+  require_fuse
+  [ -x "$MKFS" ] || fail "mkfs not built: $MKFS"
+}
+
+# pg_workdir: sets W to a fresh work dir laid out as above (W/run owned by postgres),
+# removed at exit. (Not via $(...): a cleanup registered in a subshell is lost.)
+pg_workdir() {
+  W=$(mktemp -d /tmp/walfs-test.XXXXXX)
+  chmod 0755 "$W"
+  on_exit "rm -rf '$W'"
+  mkdir -p "$W/run" "$W/data"
+  chown postgres: "$W/run" "$W/data"
+  chmod 0700 "$W/data"
+}
+
+# pg_pool_path W MODE: where a pool for MODE goes (pmem: /dev/shm, msync: the work dir).
+pg_pool_path() {
+  local w=$1 mode=$2
+  case $mode in
+    pmem) echo "/dev/shm/walfs-pg.$(basename "$w").pool" ;;
+    msync) echo "$w/walfs.pool" ;;
+    *) fail "unknown durability mode '$mode' (pmem|msync)" ;;
+  esac
+}
+
+# pg_mkpool POOL SIZE_MIB [mkfs args...]: a fresh pool (removed at exit).
+pg_mkpool() {
+  local pool=$1 mib=$2
+  shift 2
+  [ "$WALFS_TEST_NO_MOUNT" = 1 ] && return 0
+  on_exit "rm -f '$pool'"
+  make_pool "$pool" $((mib << 20)) "$@" || fail "mkfs.walfs --size $((mib << 20)) $* $pool failed"
+}
+
+# pg_mount POOL MNT MODE [daemon args...]: mounts POOL at MNT for postgres (allow_other,
+# default_permissions) and hands the root directory to postgres. MODE pmem runs the
+# daemon with PMEM_IS_PMEM_FORCE=1. Sets WALFS_PID / WALFS_LOG like mount_walfs.
+pg_mount() {
+  local pool=$1 mnt=$2 mode=$3
+  shift 3
+  if [ "$WALFS_TEST_NO_MOUNT" = 1 ]; then
+    mkdir -p "$mnt"
+  else
+    if [ "$mode" = pmem ]; then
+      export PMEM_IS_PMEM_FORCE=1
+    else
+      unset PMEM_IS_PMEM_FORCE
+    fi
+    mount_walfs "$pool" "$mnt" -o allow_other,default_permissions "$@"
+    unset PMEM_IS_PMEM_FORCE
+    _PG_DAEMON_LOGS+=("$WALFS_LOG")
+    log "mounted $pool at $mnt (mode $mode, daemon pid $WALFS_PID)"
+  fi
+  # Root owns the root inode, so root may chown it through default_permissions.
+  chown postgres: "$mnt" || fail "chown postgres: $mnt (the mount root) failed"
+  [ "$(stat -c %U "$mnt")" = postgres ] || fail "$mnt is not owned by postgres after chown"
+  as_postgres test -w "$mnt" || fail "postgres cannot write to $mnt"
+}
+
+# pg_umount MNT: clean unmount; waits for the daemon to exit.
+pg_umount() {
+  [ "$WALFS_TEST_NO_MOUNT" = 1 ] && return 0
+  umount_walfs "$1"
+  log "unmounted $1"
+}
+
+# pg_initdb W [initdb args...]: a cluster in W/data with its WAL in W/wal/pg_wal,
+# configured for unix-socket-only access in W/run.
+pg_initdb() {
+  local w=$1
+  shift
+  _PG_CLUSTERS+=("$w")
+  as_postgres "$PG_BIN/initdb" -D "$w/data" -X "$w/wal/pg_wal" -U postgres \
+    --auth=trust "$@" >"$w/run/initdb.log" 2>&1 ||
+    { cat "$w/run/initdb.log" >&2; fail "initdb -X $w/wal/pg_wal $* failed"; }
+  [ -L "$w/data/pg_wal" ] || fail "initdb did not make $w/data/pg_wal a symlink"
+  [ "$(readlink "$w/data/pg_wal")" = "$w/wal/pg_wal" ] || fail "pg_wal symlink points elsewhere"
+  pg_conf "$w" "listen_addresses = ''" \
+    "unix_socket_directories = '$w/run'" \
+    "max_connections = 20" \
+    "shared_buffers = 32MB" \
+    "log_checkpoints = on" \
+    "log_min_messages = warning"
+}
+
+# pg_conf W LINE...: appends settings to postgresql.conf (later lines win).
+pg_conf() {
+  local w=$1
+  shift
+  printf '%s\n' "$@" >>"$w/data/postgresql.conf"
+}
+
+# pg_start W: starts the server (pg_ctl -w); registers its stop at exit once.
+pg_start() {
+  local w=$1
+  if [ ! -e "$w/run/.stop_registered" ]; then
+    on_exit "pg_kill '$w'"
+    touch "$w/run/.stop_registered"
+  fi
+  as_postgres "$PG_BIN/pg_ctl" -D "$w/data" -l "$w/run/pg.log" -w -t 300 start >/dev/null ||
+    fail "pg_ctl start failed for $w/data"
+}
+
+# pg_stop W [MODE]: pg_ctl stop -m MODE (default fast), waiting for the server to exit.
+pg_stop() {
+  local w=$1 mode=${2:-fast}
+  as_postgres "$PG_BIN/pg_ctl" -D "$w/data" -m "$mode" -w -t 300 stop >/dev/null ||
+    fail "pg_ctl stop -m $mode failed for $w/data"
+}
+
+# pg_postmaster_pid W: the running postmaster's pid (from postmaster.pid), or nothing.
+pg_postmaster_pid() {
+  local pid
+  pid=$(head -n 1 "$1/data/postmaster.pid" 2>/dev/null) || return 0
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+  return 0
+}
+
+# pg_kill W: stops the server however it can: pg_ctl -m immediate, then SIGKILL of the
+# postmaster's process group (pg_ctl makes the postmaster a session leader, so the group
+# holds exactly this server's processes). Used at exit.
+pg_kill() {
+  local w=$1 pid
+  pid=$(pg_postmaster_pid "$w")
+  [ -n "$pid" ] || return 0
+  as_postgres "$PG_BIN/pg_ctl" -D "$w/data" -m immediate -w -t 20 stop >/dev/null 2>&1
+  kill -9 -- "-$pid" 2>/dev/null
+  kill -9 "$pid" 2>/dev/null
+  return 0
+}
+
+# pg_crash W: SIGKILL of the postmaster and every server process (a power cut for
+# PostgreSQL); waits until all of them are gone.
+pg_crash() {
+  local w=$1 pid i
+  pid=$(pg_postmaster_pid "$w")
+  [ -n "$pid" ] || fail "no running postmaster in $w/data to kill"
+  [ "$(ps -o pgid= -p "$pid" | tr -d ' ')" = "$pid" ] ||
+    fail "postmaster $pid is not a process group leader"
+  kill -9 -- "-$pid"
+  for ((i = 0; i < 600; i++)); do
+    kill -0 -- "-$pid" 2>/dev/null || { log "killed -9 postmaster $pid and its group"; return 0; }
+    sleep 0.05
+  done
+  fail "server processes of group $pid still alive 30s after SIGKILL"
+}
+
+# pg_sql W SQL [psql args...]: runs SQL as the superuser, prints unaligned tuples only.
+pg_sql() {
+  local w=$1 sql=$2
+  shift 2
+  as_postgres "$PG_BIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$w/run" -d postgres \
+    -c "$sql" "$@"
+}
+
+# pg_sql_file W FILE: runs a file of SQL statements, each in its own transaction.
+pg_sql_file() {
+  as_postgres "$PG_BIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$1/run" -d postgres -f "$2"
+}
+
+# pg_bench W ARGS...: pgbench against the cluster; output to stdout.
+pg_bench() {
+  local w=$1
+  shift
+  as_postgres "$PG_BIN/pgbench" -h "$w/run" "$@" postgres
+}
+
+# pg_bench_run W LOGNAME ARGS...: a pgbench run (not -i) that must succeed; logs its
+# output to W/run/LOGNAME.client.log and prints "TXNS TPS" (transactions processed,
+# tps without initial connection time).
+pg_bench_run() {
+  local w=$1 name=$2 out txns tps
+  shift 2
+  out=$w/run/$name.client.log
+  pg_bench "$w" "$@" >"$out" 2>&1 || { cat "$out" >&2; fail "pgbench $* failed"; }
+  if grep -q '^number of failed transactions: [1-9]' "$out"; then
+    cat "$out" >&2
+    fail "pgbench $* reported failed transactions"
+  fi
+  txns=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
+  tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' "$out")
+  [ -n "$txns" ] && [ -n "$tps" ] || { cat "$out" >&2; fail "cannot parse pgbench output"; }
+  ((txns > 0)) || { cat "$out" >&2; fail "pgbench $* processed no transactions"; }
+  echo "$txns $tps"
+}
+
+# pg_wal_dir W: the WAL directory (inside the mount).
+pg_wal_dir() { echo "$1/wal/pg_wal"; }
+
+# pg_segments W: the WAL segment names in pg_wal, sorted.
+pg_segments() {
+  local f
+  for f in "$1"/wal/pg_wal/*; do
+    f=${f##*/}
+    if [[ $f =~ ^[0-9A-F]{24}$ ]]; then echo "$f"; fi
+  done | sort
+}
+
+# pg_waldump_check W FROM_SEG END_LSN: pg_waldump through the mount from segment FROM_SEG
+# up to END_LSN must decode every record without error.
+pg_waldump_check() {
+  local w=$1 seg=$2 end=$3 out=$1/run/waldump.client.log n
+  as_postgres "$PG_BIN/pg_waldump" -p "$w/wal/pg_wal" -e "$end" "$seg" >"$out" 2>&1 ||
+    { tail -n 20 "$out" >&2; fail "pg_waldump from $seg to $end failed"; }
+  n=$(grep -c '^rmgr:' "$out" || true)
+  ((n > 0)) || { tail -n 20 "$out" >&2; fail "pg_waldump from $seg to $end decoded no records"; }
+  log "pg_waldump: $n records from $seg to $end"
+}
+
+# pg_walfs_counter MNT NAME: the value of counter NAME in the daemon's status JSON
+# (getxattr(MNT, "user.walfs.status"), printed by walfsctl status MNT --json).
+pg_walfs_counter() {
+  local mnt=$1 name=$2 json v
+  [ -x "$WALFSCTL" ] || fail "walfsctl not built: $WALFSCTL"
+  json=$("$WALFSCTL" status "$mnt" --json) || fail "walfsctl status $mnt --json failed"
+  v=$(printf '%s' "$json" | tr -d '\n' | grep -o "\"$name\"[[:space:]]*:[[:space:]]*[0-9]*" |
+    head -n 1 | grep -o '[0-9]*$') || true
+  [ -n "$v" ] || { printf '%s\n' "$json" >&2; fail "no counter \"$name\" in walfs status of $mnt"; }
+  echo "$v"
+}
+
+# pg_fsck POOL: fsck.walfs on an unmounted pool must report it clean (exit 0).
+pg_fsck() {
+  local pool=$1 out
+  [ "$WALFS_TEST_NO_MOUNT" = 1 ] && return 0
+  [ -x "$FSCK" ] || fail "fsck not built: $FSCK"
+  out=$("$FSCK" "$pool" 2>&1) || { printf '%s\n' "$out" >&2; fail "fsck.walfs $pool is not clean"; }
+  log "fsck.walfs $pool: clean"
+}

@@ -186,33 +186,53 @@ pg_postmaster_pid() {
   return 0
 }
 
-# pg_kill W: stops the server however it can: pg_ctl -m immediate, then SIGKILL of the
-# postmaster's process group (pg_ctl makes the postmaster a session leader, so the group
-# holds exactly this server's processes). Used at exit.
+# pg_server_pids W: every process of the cluster in W (the postmaster and its children,
+# also children orphaned by a killed postmaster): those whose cwd is W/data.
+pg_server_pids() {
+  local d p
+  for d in /proc/[0-9]*; do
+    [ "$(readlink "$d/cwd" 2>/dev/null)" = "$1/data" ] || continue
+    p=${d#/proc/}
+    echo "$p"
+  done
+}
+
+# pg_kill W: stops the server however it can: pg_ctl -m immediate, then SIGKILL of every
+# server process left. Used at exit.
 pg_kill() {
-  local w=$1 pid
-  pid=$(pg_postmaster_pid "$w")
-  [ -n "$pid" ] || return 0
-  as_postgres "$PG_BIN/pg_ctl" -D "$w/data" -m immediate -w -t 20 stop >/dev/null 2>&1
-  kill -9 -- "-$pid" 2>/dev/null
-  kill -9 "$pid" 2>/dev/null
+  local w=$1
+  if [ -n "$(pg_postmaster_pid "$w")" ]; then
+    as_postgres "$PG_BIN/pg_ctl" -D "$w/data" -m immediate -w -t 20 stop >/dev/null 2>&1
+  fi
+  pg_crash "$w" quiet
   return 0
 }
 
 # pg_crash W: SIGKILL of the postmaster and every server process (a power cut for
-# PostgreSQL); waits until all of them are gone.
+# PostgreSQL); waits until all of them are gone. (Server children are session leaders
+# of their own, so a process group kill would miss them.)
 pg_crash() {
-  local w=$1 pid i
+  local w=$1 quiet=${2:-} pid pids i
   pid=$(pg_postmaster_pid "$w")
-  [ -n "$pid" ] || fail "no running postmaster in $w/data to kill"
-  [ "$(ps -o pgid= -p "$pid" | tr -d ' ')" = "$pid" ] ||
-    fail "postmaster $pid is not a process group leader"
-  kill -9 -- "-$pid"
+  if [ -z "$pid" ] && [ -z "$quiet" ]; then
+    fail "no running postmaster in $w/data to kill"
+  fi
   for ((i = 0; i < 600; i++)); do
-    kill -0 -- "-$pid" 2>/dev/null || { log "killed -9 postmaster $pid and its group"; return 0; }
+    # The postmaster first, in the same call as its children, so it forks no more.
+    pids=$(
+      echo "$pid"
+      pg_server_pids "$w"
+    )
+    pids=$(echo "$pids" | sort -u | tr '\n' ' ')
+    if [ -z "${pids// /}" ]; then
+      [ -n "$quiet" ] || log "killed -9 postmaster $pid and every server process"
+      return 0
+    fi
+    kill -9 $pids 2>/dev/null
+    pid=
     sleep 0.05
   done
-  fail "server processes of group $pid still alive 30s after SIGKILL"
+  fail "server processes of $w/data still alive 30s after SIGKILL: $pids"
 }
 
 # pg_sql W SQL [psql args...]: runs SQL as the superuser, prints unaligned tuples only.

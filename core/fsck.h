@@ -95,6 +95,16 @@ struct FsckReport {
 // Without repair the region is only read.
 absl::StatusOr<FsckReport> CheckPool(PersistentRegion& region, const FsckOptions& options);
 
+// The report as one JSON object: "clean", "superblock" (geometry, when valid), "usage"
+// (counts), "problems", and "files" when the report lists files. For the tools' --json.
+std::string FsckReportJson(const FsckReport& report);
+
+// `s` as a JSON string literal, quotes included (bytes >= 0x80 pass through as they are).
+std::string JsonQuote(std::string_view s);
+
+// "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+std::string FormatUuid(const uint8_t (&uuid)[16]);
+
 }  // namespace walfs::core
 
 #endif  // WALFS_CORE_FSCK_H_

@@ -595,5 +595,23 @@ TEST(FsckTest, RandomDamageNeverCrashes) {
   }
 }
 
+TEST(FsckTest, JsonReport) {
+  HandPool pool;
+  pool.Populate();
+  pool.SetDirent(20, HandPool::MakeDirent(1, 30, "q\"uote", f::InodeType::kRegular));
+  const std::string json = FsckReportJson(Check(pool.region()));
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_EQ(json.back(), '}');
+  EXPECT_NE(json.find("\"clean\":false"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"data_blocks\":"), std::string::npos) << json;
+  EXPECT_NE(json.find("q\\\\\\\"uote"), std::string::npos) << json;  // CEscape, then JSON
+  EXPECT_NE(json.find("{\"path\":\"/wal/seg\",\"ino\":3,\"type\":\"regular file\",\"size\":20000,"
+                      "\"mode\":\"0600\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"extents\":[{\"block\":0,\"count\":8}]"), std::string::npos) << json;
+  EXPECT_EQ(JsonQuote(std::string("a\nb\x01", 4)), "\"a\\nb\\u0001\"");
+}
+
 }  // namespace
 }  // namespace walfs::core

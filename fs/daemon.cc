@@ -115,7 +115,7 @@ int RunDaemon(const Options& options) {
         core::WalDirectory::Open(std::move(*region), {.read_only = options.read_only});
     if (!opened.ok()) {
       Log(LOG_ERR, "cannot open pool %s: %s", options.pool.c_str(),
-          opened.status().ToString().c_str());
+          std::string(opened.status().message()).c_str());
       return 1;
     }
     dir = std::move(*opened);

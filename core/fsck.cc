@@ -450,12 +450,33 @@ class Checker {
   // Blocks a record whose crc is bad may still hold a file's data: never reported as
   // free space, never zeroed.
   void ClaimExtents(uint64_t ino, const InodeRecord& r) {
+    if (r.type == InodeType::kSymlink) return;  // inline target bytes, not extents
     const uint32_t n = std::min<uint32_t>(r.extent_count, format::kMaxExtents);
     for (uint32_t i = 0; i < n; ++i) {
       const Extent& x = r.extents[i];
       if (x.count > 0 && x.block < sb_.data_blocks && x.count <= sb_.data_blocks - x.block) {
         extents_.push_back({x.block, x.count, ino, false});
       }
+    }
+  }
+
+  // A symlink's target lives inline in the bytes of `extents` (format.h).
+  void CheckSymlink(const std::string& where, const InodeRecord& r) {
+    if (r.extent_count != 0) {
+      Add(Severity::kError, where,
+          absl::StrCat("symlink has extent_count ", r.extent_count,
+                       "; its target is stored inline"));
+      return;
+    }
+    if (r.size == 0 || r.size > format::kMaxSymlinkTarget) {
+      Add(Severity::kError, where,
+          absl::StrCat("symlink target length ", r.size, " is not within 1..",
+                       format::kMaxSymlinkTarget));
+      return;
+    }
+    const char* target = reinterpret_cast<const char*>(r.extents);
+    if (std::memchr(target, '\0', r.size) != nullptr) {
+      Add(Severity::kError, where, "symlink target contains a NUL byte");
     }
   }
 
@@ -503,6 +524,19 @@ class Checker {
         Add(Severity::kError, where,
             absl::StrFormat("mode 0%o has file-type bits that disagree with its type (%s)",
                             r.mode, TypeName(r.type)));
+      }
+      if (r.type != InodeType::kRegular && r.extent_count != 0) info.extents_ok = false;
+      if (r.type == InodeType::kSymlink) {
+        CheckSymlink(where, r);
+        continue;
+      }
+      if (r.type == InodeType::kDirectory) {
+        if (r.extent_count != 0) {
+          Add(Severity::kError, where,
+              absl::StrCat("directory has extent_count ", r.extent_count,
+                           "; directories own no data blocks"));
+        }
+        continue;
       }
       uint32_t n = r.extent_count;
       if (n > format::kMaxExtents) {
@@ -816,7 +850,9 @@ class Checker {
       if (info.slot != Slot::kOrphan) continue;
       const InodeRecord r = ReadInode(ino);
       uint64_t blocks = 0;
-      const uint32_t n = std::min<uint32_t>(r.extent_count, format::kMaxExtents);
+      const uint32_t n = r.type == InodeType::kRegular
+                             ? std::min<uint32_t>(r.extent_count, format::kMaxExtents)
+                             : 0;
       for (uint32_t i = 0; i < n; ++i) blocks += r.extents[i].count;
       // Zeroing blocks another inode also claims would destroy its data.
       const bool repairable = info.extents_ok && !info.shares_blocks && info.names == 0;

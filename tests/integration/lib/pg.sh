@@ -286,15 +286,18 @@ pg_segments() {
   done | sort
 }
 
-# pg_waldump_check W FROM_SEG END_LSN: pg_waldump through the mount from segment FROM_SEG
-# up to END_LSN must decode every record without error.
+# pg_waldump_check W FROM_SEG: with the server running, pg_waldump through the mount from
+# segment FROM_SEG up to pg_current_wal_flush_lsn() must decode every record.
 pg_waldump_check() {
-  local w=$1 seg=$2 end=$3 out=$1/run/waldump.client.log n
-  as_postgres "$PG_BIN/pg_waldump" -p "$w/wal/pg_wal" -e "$end" "$seg" >"$out" 2>&1 ||
+  local w=$1 seg=$2 out=$1/run/waldump.client.log n end endseg
+  IFS='|' read -r end endseg < <(pg_sql "$w" \
+    'SELECT pg_current_wal_flush_lsn(), pg_walfile_name(pg_current_wal_flush_lsn())')
+  [ -n "$endseg" ] || fail "cannot read the flush position"
+  as_postgres "$PG_BIN/pg_waldump" -p "$w/wal/pg_wal" -e "$end" "$seg" "$endseg" >"$out" 2>&1 ||
     { tail -n 20 "$out" >&2; fail "pg_waldump from $seg to $end failed"; }
   n=$(grep -c '^rmgr:' "$out" || true)
   ((n > 0)) || { tail -n 20 "$out" >&2; fail "pg_waldump from $seg to $end decoded no records"; }
-  log "pg_waldump: $n records from $seg to $end"
+  log "pg_waldump: $n records from $seg to $end ($endseg)"
 }
 
 # pg_walfs_counter MNT NAME: the value of counter NAME in the daemon's status JSON

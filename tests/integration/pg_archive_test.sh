@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# WAL archiving out of a walfs mount: archive_mode=on with an archive_command that cp's
+# each segment from pg_wal (on the mount) to an archive directory. While the command is
+# held back, finished segments wait as archive_status/*.ready; once released, every one
+# becomes .done, the archived copies are byte-identical to the segments still in pg_wal,
+# the archive decodes with pg_waldump as one contiguous WAL stream, and a checkpoint
+# removes the .done files together with their segments.
+source "$(dirname "$0")/lib/common.sh"
+source "$(dirname "$0")/lib/pg.sh"
+
+pg_require
+
+# wait_for DESCRIPTION SECONDS CMD...: polls CMD until it succeeds.
+wait_for() {
+  local what=$1 deadline=$((SECONDS + $2))
+  shift 2
+  while ((SECONDS < deadline)); do
+    if "$@"; then return 0; fi
+    sleep 0.1
+  done
+  fail "timed out after ${secs}s waiting for $what"
+}
+
+count_status() { find "$1/wal/pg_wal/archive_status" -name "*.$2" | wc -l; }
+archiver_failed() { (($(pg_sql "$1" 'SELECT failed_count FROM pg_stat_archiver') > 0)); }
+archived_up_to() {
+  [ "$(pg_sql "$1" 'SELECT last_archived_wal FROM pg_stat_archiver')" = "$2" ] &&
+    (($(count_status "$1" ready) == 0))
+}
+
+run_mode() {
+  local mode=$1 w mnt pool arch nswitch=8 i last f n ready done_n first
+  [ "$WALFS_PG_LONG" = 1 ] && nswitch=40
+  log "=== mode $mode"
+  pg_workdir
+  w=$W
+  mnt=$w/wal
+  arch=$w/archive
+  mkdir "$arch"
+  chown postgres: "$arch"
+  pool=$(pg_pool_path "$w" "$mode")
+  pg_mkpool "$pool" 512
+  pg_mount "$pool" "$mnt" "$mode"
+  pg_initdb "$w"
+  # The gate file holds archiving back until the test has seen the .ready files.
+  pg_conf "$w" "archive_mode = on" \
+    "archive_command = 'test -f $w/run/archive.gate && test ! -f $arch/%f && cp %p $arch/%f'" \
+    "checkpoint_timeout = 1h" "max_wal_size = 1GB" "min_wal_size = 256MB"
+  pg_start "$w"
+  pg_sql "$w" 'CREATE TABLE t (i int)'
+  pg_bench "$w" -i -s 1 -q >"$w/run/init.client.log" 2>&1 ||
+    { cat "$w/run/init.client.log" >&2; fail "pgbench -i failed"; }
+  for ((i = 1; i <= nswitch; i++)); do
+    last=$(pg_sql "$w" "INSERT INTO t VALUES ($i); SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
+    pg_sql "$w" 'SELECT pg_switch_wal()' >/dev/null
+  done
+  wait_for "a failed archive attempt" 30 archiver_failed "$w"
+  ready=$(count_status "$w" ready)
+  ((ready >= nswitch)) || fail "$ready .ready files after $nswitch switches with archiving held back"
+  (($(count_status "$w" done) == 0)) || fail ".done files while archive_command could not succeed"
+  [ -z "$(ls -A "$arch")" ] || fail "archive not empty while held back"
+  log "$ready segments waiting as .ready, archive_command failing as intended"
+
+  touch "$w/run/archive.gate"
+  # A switch wakes the archiver up at once instead of after its 60 s nap.
+  last=$(pg_sql "$w" "INSERT INTO t VALUES (0); SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
+  pg_sql "$w" 'SELECT pg_switch_wal()' >/dev/null
+  wait_for "archiving up to $last" 60 archived_up_to "$w" "$last"
+  done_n=$(count_status "$w" done)
+  n=$(find "$arch" -type f | wc -l)
+  ((n >= nswitch + 1)) || fail "only $n segments archived after $((nswitch + 1)) switches"
+  ((done_n == n)) || fail "$done_n .done files for $n archived segments"
+  local compared=0
+  for f in "$arch"/*; do
+    f=${f##*/}
+    [ -e "$mnt/pg_wal/archive_status/$f.done" ] || fail "archived $f has no .done"
+    if [ -e "$mnt/pg_wal/$f" ]; then
+      cmp "$arch/$f" "$mnt/pg_wal/$f" || fail "archived $f differs from pg_wal/$f"
+      compared=$((compared + 1))
+    fi
+  done
+  ((compared >= nswitch)) || fail "only $compared archived segments were still in pg_wal to compare"
+  log "$n segments archived, $done_n .done, $compared byte-identical with pg_wal"
+
+  first=$(find "$arch" -type f -printf '%f\n' | sort | sed -n 1p)
+  as_postgres "$PG_BIN/pg_waldump" -p "$arch" "$first" "$last" >"$w/run/archdump.client.log" 2>&1 ||
+    { tail -n 20 "$w/run/archdump.client.log" >&2; fail "pg_waldump over the archive $first..$last failed"; }
+  log "archive decodes from $first to $last"
+
+  # A checkpoint removes (or recycles) archived segments and drops their .done files.
+  pg_sql "$w" 'CHECKPOINT' >/dev/null
+  pg_sql "$w" 'CHECKPOINT' >/dev/null
+  [ ! -e "$mnt/pg_wal/$first" ] || fail "$first still in pg_wal after checkpoints"
+  [ ! -e "$mnt/pg_wal/archive_status/$first.done" ] || fail "$first.done left after its segment went"
+  (($(count_status "$w" done) < done_n)) || fail "checkpoints removed no .done file"
+
+  # Archiving keeps working across a restart.
+  pg_stop "$w" fast
+  pg_start "$w"
+  last=$(pg_sql "$w" "INSERT INTO t VALUES (-1); SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
+  pg_sql "$w" 'SELECT pg_switch_wal()' >/dev/null
+  wait_for "archiving of $last after restart" 60 archived_up_to "$w" "$last"
+  cmp "$arch/$last" "$mnt/pg_wal/$last" || fail "archived $last differs after restart"
+
+  pg_stop "$w" fast
+  pg_umount "$mnt"
+  pg_fsck "$pool"
+}
+
+for mode in $WALFS_PG_MODES; do
+  run_mode "$mode"
+done
+log "PASS"

@@ -189,12 +189,7 @@ pg_postmaster_pid() {
 # pg_server_pids W: every process of the cluster in W (the postmaster and its children,
 # also children orphaned by a killed postmaster): those whose cwd is W/data.
 pg_server_pids() {
-  local d p
-  for d in /proc/[0-9]*; do
-    [ "$(readlink "$d/cwd" 2>/dev/null)" = "$1/data" ] || continue
-    p=${d#/proc/}
-    echo "$p"
-  done
+  find /proc -mindepth 2 -maxdepth 2 -name cwd -lname "$1/data" 2>/dev/null | cut -d/ -f3
 }
 
 # pg_kill W: stops the server however it can: pg_ctl -m immediate, then SIGKILL of every
@@ -225,7 +220,7 @@ pg_crash() {
     )
     pids=$(echo "$pids" | sort -u | tr '\n' ' ')
     if [ -z "${pids// /}" ]; then
-      [ -n "$quiet" ] || log "killed -9 postmaster $pid and every server process"
+      [ -n "$quiet" ] || log "killed -9 the postmaster and every server process"
       return 0
     fi
     kill -9 $pids 2>/dev/null

@@ -189,7 +189,8 @@ pg_postmaster_pid() {
 # pg_server_pids W: every process of the cluster in W (the postmaster and its children,
 # also children orphaned by a killed postmaster): those whose cwd is W/data.
 pg_server_pids() {
-  find /proc -mindepth 2 -maxdepth 2 -name cwd -lname "$1/data" 2>/dev/null | cut -d/ -f3
+  { find /proc -mindepth 2 -maxdepth 2 -name cwd -lname "$1/data" 2>/dev/null || true; } |
+    cut -d/ -f3
 }
 
 # pg_kill W: stops the server however it can: pg_ctl -m immediate, then SIGKILL of every
@@ -207,24 +208,25 @@ pg_kill() {
 # PostgreSQL); waits until all of them are gone. (Server children are session leaders
 # of their own, so a process group kill would miss them.)
 pg_crash() {
-  local w=$1 quiet=${2:-} pid pids i
-  pid=$(pg_postmaster_pid "$w")
-  if [ -z "$pid" ] && [ -z "$quiet" ]; then
+  local w=$1 quiet=${2:-} pm pids i
+  pm=$(pg_postmaster_pid "$w")
+  if [ -z "$pm" ] && [ -z "$quiet" ]; then
     fail "no running postmaster in $w/data to kill"
   fi
   for ((i = 0; i < 600; i++)); do
     # The postmaster first, in the same call as its children, so it forks no more.
     pids=$(
-      echo "$pid"
+      if [ -n "$pm" ] && kill -0 "$pm" 2>/dev/null; then echo "$pm"; fi
       pg_server_pids "$w"
     )
     pids=$(echo "$pids" | sort -u | tr '\n' ' ')
+    # Done when no process is left, the postmaster included: until it is reaped, a new
+    # postmaster would take it for a live one holding postmaster.pid.
     if [ -z "${pids// /}" ]; then
-      [ -n "$quiet" ] || log "killed -9 the postmaster and every server process"
+      [ -n "$quiet" ] || log "killed -9 the postmaster ($pm) and every server process"
       return 0
     fi
-    kill -9 $pids 2>/dev/null
-    pid=
+    kill -9 $pids 2>/dev/null || true
     sleep 0.05
   done
   fail "server processes of $w/data still alive 30s after SIGKILL: $pids"

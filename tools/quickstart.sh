@@ -113,7 +113,7 @@ esac
 
 # Refuse to start twice.
 if server_running || mountpoint -q "$MNT" 2>/dev/null; then
-  die "already running (mount $MNT, data $DATA). Stop it first: $0 --stop${DIR:+ --dir $DIR}"
+  die "already running (mount $MNT, data $DATA). Stop it first: $SRC/tools/quickstart.sh --stop${DIR:+ --dir $DIR}"
 fi
 if [ -e "$DATA/PG_VERSION" ] && [ ! -e "$POOL" ]; then
   die "$DATA holds a cluster but its pool $POOL is gone; remove it with $0 --purge --dir $DIR"
@@ -216,5 +216,5 @@ Status of the mount:
 Stop it:
   runuser -u postgres -- $PG_BIN/pg_ctl -D $DATA stop
   fusermount3 -u $MNT
-or simply: $0 --stop --dir $DIR   (--purge also deletes everything)
+or simply: $SRC/tools/quickstart.sh --stop --dir $DIR   (--purge also deletes everything)
 EOF

@@ -28,8 +28,10 @@ archived_up_to() {
     (($(count_status "$1" ready) == 0))
 }
 
+promoted() { [ "$(pg_sql "$1" 'SELECT pg_is_in_recovery()')" = f ]; }
+
 run_mode() {
-  local mode=$1 w mnt pool arch nswitch=8 i last f n ready done_n first
+  local mode=$1 w mnt pool arch nswitch=8 i last f n ready done_n first c rows
   [ "$WALFS_PG_LONG" = 1 ] && nswitch=40
   log "=== mode $mode"
   pg_workdir
@@ -39,7 +41,7 @@ run_mode() {
   mkdir "$arch"
   chown postgres: "$arch"
   pool=$(pg_pool_path "$w" "$mode")
-  pg_mkpool "$pool" 512
+  pg_mkpool "$pool" $((nswitch * 16 + 384))
   pg_mount "$pool" "$mnt" "$mode"
   pg_initdb "$w"
   # The gate file holds archiving back until the test has seen the .ready files.
@@ -50,6 +52,15 @@ run_mode() {
   pg_sql "$w" 'CREATE TABLE t (i int)'
   pg_bench "$w" -i -s 1 -q >"$w/run/init.client.log" 2>&1 ||
     { cat "$w/run/init.client.log" >&2; fail "pgbench -i failed"; }
+  # A base backup whose WAL directory is on the mount too (pg_basebackup -X stream writes
+  # .partial segments, pads, fsyncs and renames them there); restored below.
+  c=$w/clone
+  mkdir -p "$c/data" "$c/run"
+  chown postgres: "$c/data" "$c/run"
+  chmod 0700 "$c/data"
+  as_postgres "$PG_BIN/pg_basebackup" -h "$w/run" -D "$c/data" -X stream \
+    --waldir="$mnt/clone_wal" -c fast >"$w/run/basebackup.client.log" 2>&1 ||
+    { cat "$w/run/basebackup.client.log" >&2; fail "pg_basebackup -X stream onto the mount failed"; }
   for ((i = 1; i <= nswitch; i++)); do
     last=$(pg_sql "$w" "INSERT INTO t VALUES ($i); SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
     pg_sql "$w" 'SELECT pg_switch_wal()' >/dev/null
@@ -86,6 +97,25 @@ run_mode() {
   as_postgres "$PG_BIN/pg_waldump" -p "$arch" "$first" "$last" >"$w/run/archdump.client.log" 2>&1 ||
     { tail -n 20 "$w/run/archdump.client.log" >&2; fail "pg_waldump over the archive $first..$last failed"; }
   log "archive decodes from $first to $last"
+
+  # Point-in-time recovery of the base backup from the archive, its WAL on the mount:
+  # restore_command copies segments in as RECOVERYXLOG, then promotion starts timeline 2
+  # (a .history file written with xlogtemp + rename).
+  _PG_CLUSTERS+=("$c")
+  pg_conf "$c" "unix_socket_directories = '$c/run'" "archive_mode = off" \
+    "restore_command = 'cp $arch/%f %p'"
+  as_postgres touch "$c/data/recovery.signal"
+  pg_start "$c"
+  # pg_ctl -w returns once hot standby accepts connections; promotion follows at the end
+  # of the archive.
+  wait_for "the restored clone to promote" 60 promoted "$c"
+  rows=$(pg_sql "$c" 'SELECT count(*), sum(i) FROM t')
+  [ "$rows" = "$((nswitch + 1))|$((nswitch * (nswitch + 1) / 2))" ] ||
+    fail "clone restored from the archive has '$rows' in t, expected $((nswitch + 1))|$((nswitch * (nswitch + 1) / 2))"
+  [ -f "$mnt/clone_wal/00000002.history" ] || fail "no timeline history file on the mount after promotion"
+  grep -q 'restored log file' "$c/run/pg.log" || fail "the clone restored nothing from the archive"
+  log "clone restored from the archive to the last archived commit, promoted to timeline 2"
+  pg_stop "$c" fast
 
   # A checkpoint removes (or recycles) archived segments and drops their .done files.
   pg_sql "$w" 'CHECKPOINT' >/dev/null

@@ -66,8 +66,8 @@ class RecordingRegion final : public PersistentRegion {
 
   // The bytes a power failure now would leave if no in-flight store reached the media.
   std::string DurableImage() const;
-  // Number of durability points passed so far: Drain() calls (pmem) or Flush() calls
-  // (msync).
+  // Number of durability points so far: Drain() calls (pmem) or Flush() calls (msync),
+  // counting the one whose hook is running.
   uint64_t durability_points() const;
   // Number of in-flight units: store units (pmem) or dirty pages (msync).
   size_t in_flight() const;
@@ -105,10 +105,13 @@ class RecordingRegion final : public PersistentRegion {
   //      last p changed words, p in {1, C/2, C-1}, on three bases: the durable image,
   //      the units before u, and all units but u.
   // Images equal to one already passed (compared by content) are skipped. `image` is
-  // valid only during the call. The cost of an image is proportional to the bytes its
-  // units cover (plus one copy of the pool per call), not to the pool size.
+  // valid only during the call; fn runs on a snapshot taken at the start, without the
+  // lock, so it may call the const methods. The cost of an image is proportional to the
+  // bytes its units cover (plus two copies of the pool per call), not to the pool size.
   size_t ForEachCrashImage(const CrashEnumOptions& options,
                            const std::function<void(const std::string& image)>& fn) const;
+  // The same with default options.
+  size_t ForEachCrashImage(const std::function<void(const std::string& image)>& fn) const;
 
   // The current bytes, for tests that inspect or corrupt them. Writes through this
   // bypass the model (they are neither in flight nor durable).

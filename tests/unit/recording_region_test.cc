@@ -395,6 +395,20 @@ TEST(RecordingRegionTest, HookRunsAtEachMsyncFlush) {
   EXPECT_EQ(r.DurableImage()[0], 'q');
 }
 
+TEST(RecordingRegionTest, ImageCallbackMayQueryTheRegion) {
+  RecordingRegion r(64, true);
+  StoreString(r, 0, Word('q'));
+  size_t calls = 0;
+  const size_t n = r.ForEachCrashImage([&](const std::string& image) {
+    ++calls;
+    EXPECT_EQ(r.in_flight(), 1u);
+    EXPECT_EQ(r.DurableImage(), std::string(64, '\0'));
+    EXPECT_EQ(image.size(), 64u);
+  });
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(calls, 2u);
+}
+
 TEST(RecordingRegionDeathTest, MutationFromHookAborts) {
   RecordingRegion r(64, true);
   r.SetDurabilityHook([&] { r.Store(0, "x", 1); });

@@ -95,19 +95,22 @@ class RecordingRegion final : public PersistentRegion {
 
   // Calls fn once per distinct image a crash at this instant could leave, and returns
   // how many it passed. Each image is the durable image plus some in-flight units,
-  // applied in program order:
+  // applied in program order (n = in_flight()):
   //   1. no unit (the durable image itself);
-  //   2. with `prefixes`: units 1..k, for k = 1..n (n = in_flight());
+  //   2. with `prefixes`: units 1..k, for k = 1..n;
   //   3. every subset of at most max_subset units and, with `complements`, every subset
-  //      of at least n - max_subset units (sizes taken in the order 1, n-1, 2, n-2, ...);
-  //   4. with `tear`, for each unit u whose changed words (aligned 8-byte words where u
-  //      differs from the durable image) number C >= 2: u reduced to its first p or its
-  //      last p changed words, p in {1, C/2, C-1}, on three bases: the durable image,
-  //      the units before u, and all units but u.
+  //      of at least n - max_subset units (by size: n, 1, n-1, 2, n-2, ...);
+  //   4. with `tear`, for each unit u with C >= 2 changed words (aligned 8-byte words
+  //      where u differs from the durable image): u's bytes up to the end of its p-th
+  //      changed word, and from the start of its p-th last changed word, for p in
+  //      {1, C/2, C-1}; each laid over three bases: the durable image, the units before
+  //      u, and all units but u.
   // Images equal to one already passed (compared by content) are skipped. `image` is
   // valid only during the call; fn runs on a snapshot taken at the start, without the
-  // lock, so it may call the const methods. The cost of an image is proportional to the
-  // bytes its units cover (plus two copies of the pool per call), not to the pool size.
+  // lock, so it may call the const methods.
+  // Cost: step 3 yields about n^2 images for max_subset 2; an image costs about the
+  // bytes its units cover (plus two copies of the pool per call), not the pool size.
+  // With hundreds of units in flight, lower max_subset or max_images.
   size_t ForEachCrashImage(const CrashEnumOptions& options,
                            const std::function<void(const std::string& image)>& fn) const;
   // The same with default options.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <set>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -194,6 +195,7 @@ void RecordingRegion::RunHook() {
   if (!hook_) return;
   std::function<void()> hook = hook_;
   in_hook_ = true;
+  hook_thread_ = std::this_thread::get_id();
   mu_.Unlock();
   hook();
   mu_.Lock();
@@ -350,16 +352,23 @@ size_t RecordingRegion::ForEachCrashImage(
 size_t RecordingRegion::ForEachCrashImage(
     const CrashEnumOptions& options,
     const std::function<void(const std::string& image)>& fn) const {
-  // Work on a snapshot so that fn may call back into the region.
-  std::string durable;
+  // Work on a snapshot so that fn may call back into the region. From the hook's own
+  // thread the durable image is used in place: it cannot change before we return, since
+  // mutators abort while the hook runs and the hook is waiting for us.
+  std::string snapshot;
+  const std::string* durable = &snapshot;
   std::vector<Unit> units;
   {
     absl::MutexLock lock(&mu_);
-    durable = durable_;
+    if (in_hook_ && hook_thread_ == std::this_thread::get_id()) {
+      durable = &durable_;
+    } else {
+      snapshot = durable_;
+    }
     units = InFlightUnits();
   }
   const size_t n = units.size();
-  ImageEmitter emitter(durable, options.max_images, fn);
+  ImageEmitter emitter(*durable, options.max_images, fn);
   auto piece = [&](size_t i) { return Piece{units[i].off, units[i].bytes}; };
 
   // 1. Nothing in flight landed.
@@ -413,7 +422,7 @@ size_t RecordingRegion::ForEachCrashImage(
     for (uint64_t w = u.off / kWordSize * kWordSize; w < end; w += kWordSize) {
       const uint64_t b = std::max(w, u.off);
       const uint64_t e = std::min(w + kWordSize, end);
-      if (std::memcmp(u.bytes.data() + (b - u.off), durable.data() + b, e - b) != 0) {
+      if (std::memcmp(u.bytes.data() + (b - u.off), durable->data() + b, e - b) != 0) {
         changed.emplace_back(b, e);
       }
     }

@@ -35,6 +35,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -151,6 +152,7 @@ class RecordingRegion final : public PersistentRegion {
   uint64_t durability_points_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void()> hook_ ABSL_GUARDED_BY(mu_);
   bool in_hook_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread::id hook_thread_ ABSL_GUARDED_BY(mu_);
   // pmem: in-flight store units in seq order, and the Flushes since the last Drain.
   std::vector<Unit> units_ ABSL_GUARDED_BY(mu_);
   std::vector<FlushRecord> flushes_ ABSL_GUARDED_BY(mu_);

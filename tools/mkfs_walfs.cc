@@ -281,9 +281,9 @@ int Run(int argc, char** argv) {
                              layout.status().message()));
   }
 
-  // A file this run created reads as zeros already: zeroing it again would only
-  // allocate every page of a sparse file.
-  format_options.region_is_zero = create;
+  // A file this run created (or grew from empty) reads as zeros already: zeroing it
+  // again would only allocate every page of a sparse file.
+  format_options.region_is_zero = create || (S_ISREG(st.st_mode) && st.st_size == 0);
   ProgressBar bar;
   if (isatty(STDERR_FILENO) && !args.quiet) {
     format_options.progress = [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); };

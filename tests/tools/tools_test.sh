@@ -110,6 +110,8 @@ expect_rc 16 "$FSCK" --bogus "$W/a.pool"
 expect_rc 16 "$FSCK" -n -y "$W/a.pool"
 expect_rc 8 "$FSCK" "$W/missing.pool"
 expect_err "missing.pool"
+expect_rc 8 "$FSCK" --json "$W/missing.pool"
+expect_out '"exit_code":8,"error":'
 
 log "fsck: one bad superblock: 4, repaired 1, then 0"
 cp "$W/a.pool" "$W/b.pool"

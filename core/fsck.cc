@@ -122,8 +122,10 @@ std::string SuperblockError(const Superblock& sb, uint64_t region_size) {
                         region_size, " (truncated pool?)");
   }
   if (sb.inode_count < 2) return absl::StrCat("inode_count ", sb.inode_count, " < 2");
-  if (sb.journal_size < sizeof(JournalHeader) + sizeof(JournalEntry) + format::kInodeSize) {
-    return absl::StrCat("journal_size ", sb.journal_size, " cannot hold a transaction");
+  if (sb.journal_offset != format::kJournalOffset || sb.journal_size != format::kJournalSize) {
+    return absl::StrCat("journal at ", sb.journal_offset, " (", sb.journal_size,
+                        " bytes), but format version 1 puts it at ", format::kJournalOffset,
+                        " (", format::kJournalSize, " bytes)");
   }
   struct Area {
     const char* name;

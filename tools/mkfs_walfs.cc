@@ -122,6 +122,25 @@ absl::StatusOr<bool> HoldsData(const std::string& path, bool* is_walfs) {
   return false;
 }
 
+// Sets a regular file's size. Growth is allocated (as OpenPmemRegion allocates a pool it
+// creates), so a store into the mapping never faults on a full file system.
+absl::Status Resize(const std::string& path, uint64_t size) {
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
+  int e = 0;
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    e = errno;
+  } else {
+    e = posix_fallocate(fd, 0, static_cast<off_t>(size));
+  }
+  close(fd);
+  if (e != 0) {
+    return absl::InternalError(absl::StrCat("cannot resize ", path, " to ", size, " bytes: ",
+                                            strerror(e)));
+  }
+  return absl::OkStatus();
+}
+
 // A progress bar on stderr while the data area is zeroed (only when stderr is a tty).
 class ProgressBar {
  public:
@@ -258,9 +277,7 @@ int Run(int argc, char** argv) {
       }
     }
     if (!create && static_cast<uint64_t>(st.st_size) != *args.size) {
-      if (truncate(args.pool.c_str(), static_cast<off_t>(*args.size)) != 0) {
-        return Fail(absl::StrCat("cannot resize ", args.pool, ": ", strerror(errno)));
-      }
+      if (absl::Status s = Resize(args.pool, *args.size); !s.ok()) return Fail(std::string(s.message()));
     }
   }
 

@@ -3,9 +3,13 @@
 // while repairs are being made.
 #include "core/fsck.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <string>
@@ -19,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/crc32c.h"
+#include "core/status.h"
 
 namespace walfs::core {
 namespace {
@@ -1069,6 +1074,24 @@ absl::StatusOr<FsckReport> CheckPool(PersistentRegion& region, const FsckOptions
   }
   return result;
 }
+
+absl::StatusOr<std::unique_ptr<PoolClaim>> PoolClaim::Acquire(const std::string& path,
+                                                              bool exclusive) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return PosixError(absl::StrCat("cannot open pool ", path), errno);
+  if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+    const int e = errno;
+    close(fd);
+    if (e == EWOULDBLOCK) {
+      return absl::UnavailableError(absl::StrCat(
+          "pool ", path, " is in use (a running walfs daemon or another tool holds it)"));
+    }
+    return PosixError(absl::StrCat("cannot lock pool ", path), e);
+  }
+  return std::unique_ptr<PoolClaim>(new PoolClaim(fd));
+}
+
+PoolClaim::~PoolClaim() { close(fd_); }
 
 std::string JsonQuote(std::string_view s) {
   std::string out = "\"";

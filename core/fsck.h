@@ -31,6 +31,7 @@
 #define WALFS_CORE_FSCK_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,6 +102,26 @@ std::string FsckReportJson(const FsckReport& report);
 
 // `s` as a JSON string literal, quotes included (bytes >= 0x80 pass through as they are).
 std::string JsonQuote(std::string_view s);
+
+// An offline tool's claim on a pool: a flock(2) on the pool file or device, the lock a
+// running walfs daemon holds exclusively for its lifetime (fs/pool_lock.h). Exclusive
+// for tools that write (mkfs, fsck --repair), shared for readers (fsck, inspect,
+// export), so neither runs under a live daemon unnoticed and no daemon starts under a
+// tool. Released when destroyed (or when the process dies).
+class PoolClaim {
+ public:
+  // Unavailable ("... is in use ...") when another process holds a conflicting lock;
+  // the open error (NotFound, PermissionDenied, ...) otherwise.
+  static absl::StatusOr<std::unique_ptr<PoolClaim>> Acquire(const std::string& path,
+                                                           bool exclusive);
+  ~PoolClaim();
+  PoolClaim(const PoolClaim&) = delete;
+  PoolClaim& operator=(const PoolClaim&) = delete;
+
+ private:
+  explicit PoolClaim(int fd) : fd_(fd) {}
+  int fd_;
+};
 
 // "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
 std::string FormatUuid(const uint8_t (&uuid)[16]);

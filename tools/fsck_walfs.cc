@@ -115,10 +115,14 @@ int Run(int argc, char** argv) {
   }
   const std::string pool = argv[optind];
 
+  // A pool in use changes under the check: refuse rather than report phantom damage.
+  absl::StatusOr<std::unique_ptr<core::PoolClaim>> claim =
+      core::PoolClaim::Acquire(pool, /*exclusive=*/repair);
   core::PmemOpenOptions open_options;
   open_options.read_only = !repair;
   absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
-      core::OpenPmemRegion(pool, open_options);
+      claim.ok() ? core::OpenPmemRegion(pool, open_options)
+                 : absl::StatusOr<std::unique_ptr<core::PersistentRegion>>(claim.status());
   absl::StatusOr<core::FsckReport> report =
       region.ok() ? core::CheckPool(**region, core::FsckOptions{.repair = repair})
                   : absl::StatusOr<core::FsckReport>(region.status());

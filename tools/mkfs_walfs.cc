@@ -240,7 +240,12 @@ int Run(int argc, char** argv) {
     return Fail(absl::StrCat(args.pool, " is neither a regular file nor a character device"));
   }
 
+  std::unique_ptr<core::PoolClaim> claim;
   if (!create) {
+    absl::StatusOr<std::unique_ptr<core::PoolClaim>> claimed =
+        core::PoolClaim::Acquire(args.pool, /*exclusive=*/true);
+    if (!claimed.ok()) return Fail(std::string(claimed.status().message()));
+    claim = *std::move(claimed);
     bool is_walfs = false;
     absl::StatusOr<bool> holds_data = HoldsData(args.pool, &is_walfs);
     if (!holds_data.ok()) return Fail(std::string(holds_data.status().message()));
@@ -288,6 +293,12 @@ int Run(int argc, char** argv) {
   if (!region.ok()) {
     if (create) unlink(args.pool.c_str());
     return Fail(std::string(region.status().message()));
+  }
+  if (claim == nullptr) {
+    absl::StatusOr<std::unique_ptr<core::PoolClaim>> claimed =
+        core::PoolClaim::Acquire(args.pool, /*exclusive=*/true);
+    if (!claimed.ok()) return Fail(std::string(claimed.status().message()));
+    claim = *std::move(claimed);
   }
   if (absl::StatusOr<f::Superblock> layout =
           core::ComputeLayout((*region)->size(), format_options);

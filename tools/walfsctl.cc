@@ -101,11 +101,20 @@ std::string FormatTime(int64_t ns) {
 
 // The pool read-only, checked, with its file list.
 struct OpenedPool {
+  std::unique_ptr<core::PoolClaim> claim;  // null when a daemon holds the pool
   std::unique_ptr<core::PersistentRegion> region;
   core::FsckReport report;
 };
 
 absl::StatusOr<OpenedPool> OpenAndList(const std::string& path) {
+  // Reading a pool in use is allowed (it is how one looks at a live pool), but what is
+  // read may be mid-change.
+  absl::StatusOr<std::unique_ptr<core::PoolClaim>> claim =
+      core::PoolClaim::Acquire(path, /*exclusive=*/false);
+  if (!claim.ok() && absl::IsUnavailable(claim.status())) {
+    std::fprintf(stderr, "walfsctl: warning: %s; what it shows may be mid-change\n",
+                 std::string(claim.status().message()).c_str());
+  }
   core::PmemOpenOptions open_options;
   open_options.read_only = true;
   absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
@@ -115,7 +124,8 @@ absl::StatusOr<OpenedPool> OpenAndList(const std::string& path) {
   options.list_files = true;
   absl::StatusOr<core::FsckReport> report = core::CheckPool(**region, options);
   if (!report.ok()) return report.status();
-  return OpenedPool{*std::move(region), *std::move(report)};
+  return OpenedPool{claim.ok() ? *std::move(claim) : nullptr, *std::move(region),
+                    *std::move(report)};
 }
 
 // ---- inspect ---------------------------------------------------------------------

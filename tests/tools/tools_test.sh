@@ -151,6 +151,23 @@ truncate -s 32M "$W/t.pool"
 expect_rc 4 "$FSCK" "$W/t.pool"
 expect_out "truncated"
 
+log "a pool in use (flocked, as the daemon does) is refused"
+if command -v flock >/dev/null; then
+  exec 9<"$W/a.pool"
+  flock -x 9
+  expect_rc 8 "$FSCK" "$W/a.pool"
+  expect_err "in use"
+  expect_rc 8 "$FSCK" -y "$W/a.pool"
+  expect_rc 1 "$MKFS" --force "$W/a.pool"
+  expect_err "in use"
+  expect_rc 0 "$WALFSCTL" inspect "$W/a.pool"
+  expect_err "warning: pool .* is in use"
+  exec 9<&-
+  expect_rc 0 "$FSCK" "$W/a.pool"
+else
+  log "no flock(1): lock checks skipped"
+fi
+
 log "walfsctl inspect"
 expect_rc 0 "$WALFSCTL" inspect "$W/a.pool"
 expect_out "capacity"

@@ -126,7 +126,12 @@ std::string SuperblockError(const Superblock& sb, uint64_t region_size) {
     return absl::StrCat("capacity is ", sb.capacity, " bytes but the region has only ",
                         region_size, " (truncated pool?)");
   }
-  if (sb.inode_count < 2) return absl::StrCat("inode_count ", sb.inode_count, " < 2");
+  if (sb.inode_count < 2 || sb.inode_count > (1ULL << 32)) {
+    return absl::StrCat("inode_count ", sb.inode_count, " is not within 2..2^32");
+  }
+  if (sb.dirent_count > (1ULL << 33)) {
+    return absl::StrCat("dirent_count ", sb.dirent_count, " exceeds 2^33");
+  }
   if (sb.journal_offset != format::kJournalOffset || sb.journal_size != format::kJournalSize) {
     return absl::StrCat("journal at ", sb.journal_offset, " (", sb.journal_size,
                         " bytes), but format version 1 puts it at ", format::kJournalOffset,
@@ -1113,6 +1118,11 @@ std::string JsonQuote(std::string_view s) {
   return out + "\"";
 }
 
+std::string SymlinkTarget(const InodeRecord& record) {
+  return std::string(reinterpret_cast<const char*>(record.extents),
+                     std::min<uint64_t>(record.size, format::kMaxSymlinkTarget));
+}
+
 std::string FormatUuid(const uint8_t (&uuid)[16]) {
   std::string out;
   for (int i = 0; i < 16; ++i) {
@@ -1173,9 +1183,14 @@ std::string FsckReportJson(const FsckReport& report) {
                       ",\"ino\":", f.ino, ",\"type\":", JsonQuote(TypeName(r.type)),
                       ",\"size\":", r.size, ",\"mode\":", JsonQuote(absl::StrFormat("%04o", r.mode & 07777)),
                       ",\"uid\":", r.uid, ",\"gid\":", r.gid, ",\"nlink\":", r.nlink,
-                      ",\"mtime_ns\":", r.mtime_ns, ",\"generation\":", r.generation,
-                      ",\"extents\":[");
-      const uint32_t n = std::min<uint32_t>(r.extent_count, format::kMaxExtents);
+                      ",\"mtime_ns\":", r.mtime_ns, ",\"generation\":", r.generation);
+      if (r.type == InodeType::kSymlink) {
+        absl::StrAppend(&out, ",\"target\":", JsonQuote(SymlinkTarget(r)));
+      }
+      out += ",\"extents\":[";
+      const uint32_t n = r.type == InodeType::kRegular
+                             ? std::min<uint32_t>(r.extent_count, format::kMaxExtents)
+                             : 0;
       for (uint32_t e = 0; e < n; ++e) {
         absl::StrAppend(&out, e ? "," : "", "{\"block\":", r.extents[e].block,
                         ",\"count\":", r.extents[e].count, "}");

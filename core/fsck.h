@@ -123,6 +123,10 @@ class PoolClaim {
   int fd_;
 };
 
+// The target of a symlink record (stored inline in its extents' bytes, format.h), cut to
+// kMaxSymlinkTarget bytes whatever its size field says.
+std::string SymlinkTarget(const format::InodeRecord& record);
+
 // "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
 std::string FormatUuid(const uint8_t (&uuid)[16]);
 

@@ -191,15 +191,19 @@ int Inspect(const std::string& pool, bool json) {
                                  " warning(s); run fsck.walfs for details")
                         .c_str());
   std::printf("\n%-40s %-7s %12s %5s %6s %6s %5s  %s\n", "PATH", "TYPE", "SIZE", "MODE", "UID",
-              "GID", "NLINK", "EXTENTS (block+count)");
+              "GID", "NLINK", "EXTENTS (block+count) / TARGET");
   for (const core::FsckFile& file : r.files_list) {
     const f::InodeRecord& rec = file.record;
     std::string extents;
-    const uint32_t n = std::min<uint32_t>(rec.extent_count, f::kMaxExtents);
-    for (uint32_t i = 0; i < n; ++i) {
-      absl::StrAppend(&extents, i ? "," : "", rec.extents[i].block, "+", rec.extents[i].count);
+    if (rec.type == f::InodeType::kSymlink) {
+      extents = "-> " + core::SymlinkTarget(rec);
+    } else {
+      const uint32_t n = std::min<uint32_t>(rec.extent_count, f::kMaxExtents);
+      for (uint32_t i = 0; i < n; ++i) {
+        absl::StrAppend(&extents, i ? "," : "", rec.extents[i].block, "+", rec.extents[i].count);
+      }
+      if (rec.extent_count > f::kMaxExtents) extents += ",...";
     }
-    if (rec.extent_count > f::kMaxExtents) extents += ",...";
     std::printf("%-40s %-7s %12llu %04o %6u %6u %5u  %s\n", file.path.c_str(),
                 ShortType(rec.type), static_cast<unsigned long long>(rec.size), rec.mode & 07777,
                 rec.uid, rec.gid, rec.nlink, extents.empty() ? "-" : extents.c_str());
@@ -257,9 +261,11 @@ class Exporter {
         return absl::OkStatus();
       }
       case f::InodeType::kSymlink: {
-        absl::StatusOr<std::string> link = ReadData(r);
-        if (!link.ok()) return link.status();
-        if (symlink(link->c_str(), target.c_str()) != 0) return Errno("cannot create symlink", target);
+        const std::string link = core::SymlinkTarget(r);
+        if (link.empty() || link.find('\0') != std::string::npos) {
+          return absl::DataLossError("symlink target is empty or holds a NUL byte");
+        }
+        if (symlink(link.c_str(), target.c_str()) != 0) return Errno("cannot create symlink", target);
         ++symlinks_;
         return SetAttributes(target, r, -1);
       }

@@ -634,6 +634,7 @@ TEST(FsckTest, JsonReport) {
             std::string::npos)
       << json;
   EXPECT_NE(json.find("\"extents\":[{\"block\":0,\"count\":8}]"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"target\":\"wal/seg\",\"extents\":[]"), std::string::npos) << json;
   EXPECT_EQ(JsonQuote(std::string("a\nb\x01", 4)), "\"a\\nb\\u0001\"");
 }
 

@@ -670,6 +670,12 @@ class Checker {
       if (!broken.empty()) {
         Add(Severity::kError, where, broken);
         dirents_trusted_ = false;
+        const bool usable = child.slot == Slot::kCorrupt || child.slot == Slot::kLive;
+        if (options_.salvage && usable &&
+            (parent.slot == Slot::kCorrupt || (parent.slot == Slot::kLive &&
+                                               parent.type == InodeType::kDirectory))) {
+          salvage_links_.push_back(Link{index, d.parent, d.child, std::move(name)});
+        }
         continue;
       }
       if (d.type != child.type) {
@@ -982,6 +988,9 @@ class Checker {
   }
 
   void ListFiles() {
+    absl::flat_hash_map<uint64_t, std::vector<const Link*>> children;
+    for (const Link& l : links_) children[l.parent].push_back(&l);
+    for (const Link& l : salvage_links_) children[l.parent].push_back(&l);
     std::vector<bool> listed(inodes_.size(), false);
     std::vector<std::pair<uint64_t, std::string>> stack{{format::kRootInode, "/"}};
     if (inodes_[format::kRootInode].slot != Slot::kLive) return;
@@ -989,18 +998,19 @@ class Checker {
     while (!stack.empty()) {
       auto [ino, path] = std::move(stack.back());
       stack.pop_back();
-      report_->files_list.push_back(FsckFile{path, ino, ReadInode(ino)});
-      auto it = children_.find(ino);
-      if (it == children_.end()) continue;
-      for (size_t i : it->second) {
-        const Link& l = links_[i];
-        std::string child_path = absl::StrCat(path == "/" ? "" : path, "/", l.name);
-        // A hard-linked file is listed under each name; a directory only once.
-        if (inodes_[l.child].type == InodeType::kDirectory) {
-          if (listed[l.child]) continue;
-          listed[l.child] = true;
+      report_->files_list.push_back(
+          FsckFile{path, ino, ReadInode(ino), inodes_[ino].slot == Slot::kCorrupt});
+      auto it = children.find(ino);
+      if (it == children.end()) continue;
+      for (const Link* l : it->second) {
+        std::string child_path = absl::StrCat(path == "/" ? "" : path, "/", l->name);
+        // A hard-linked file is listed under each name; a directory only once (the
+        // record's own type: a corrupt inode has no trusted one).
+        if (ReadInode(l->child).type == InodeType::kDirectory) {
+          if (listed[l->child]) continue;
+          listed[l->child] = true;
         }
-        stack.emplace_back(l.child, std::move(child_path));
+        stack.emplace_back(l->child, std::move(child_path));
       }
     }
     std::sort(report_->files_list.begin(), report_->files_list.end(),
@@ -1017,6 +1027,7 @@ class Checker {
   std::vector<OwnedExtent> extents_;
   std::vector<std::pair<uint64_t, uint64_t>> used_runs_;  // merged [begin, end) blocks
   std::vector<Link> links_;
+  std::vector<Link> salvage_links_;  // with options_.salvage: entries through corrupt inodes
   absl::flat_hash_map<uint64_t, std::vector<size_t>> children_;  // dir -> links_ indices
   std::vector<bool> reachable_;
   bool dirents_trusted_ = true;  // every used dirent was readable and consistent
@@ -1183,7 +1194,8 @@ std::string FsckReportJson(const FsckReport& report) {
                       ",\"ino\":", f.ino, ",\"type\":", JsonQuote(TypeName(r.type)),
                       ",\"size\":", r.size, ",\"mode\":", JsonQuote(absl::StrFormat("%04o", r.mode & 07777)),
                       ",\"uid\":", r.uid, ",\"gid\":", r.gid, ",\"nlink\":", r.nlink,
-                      ",\"mtime_ns\":", r.mtime_ns, ",\"generation\":", r.generation);
+                      ",\"mtime_ns\":", r.mtime_ns, ",\"generation\":", r.generation,
+                      ",\"damaged\":", f.damaged ? "true" : "false");
       if (r.type == InodeType::kSymlink) {
         absl::StrAppend(&out, ",\"target\":", JsonQuote(SymlinkTarget(r)));
       }

@@ -46,6 +46,10 @@ struct FsckOptions {
   bool repair = false;
   // Fill FsckReport::files with every inode reachable from the root (walfsctl inspect).
   bool list_files = false;
+  // With list_files, also list what entries lead to through inodes whose record is
+  // corrupt (bad crc, state or type), marked `damaged`: best-effort salvage for
+  // walfsctl export --salvage. Never affects checking or repair.
+  bool salvage = false;
 };
 
 struct FsckProblem {
@@ -63,6 +67,7 @@ struct FsckFile {
   std::string path;  // "/" for the root, "/a/b" below it
   uint64_t ino = 0;
   format::InodeRecord record{};
+  bool damaged = false;  // the record is corrupt: its fields are a best guess
 };
 
 struct FsckReport {

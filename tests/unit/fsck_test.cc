@@ -536,6 +536,29 @@ TEST(FsckTest, BadRecordCrcsAreErrors) {
   EXPECT_EQ(pool.bytes()[pool.BlockOffset(8)], 'w');
 }
 
+TEST(FsckTest, SalvageListsFilesBehindDamagedRecords) {
+  HandPool pool;
+  pool.Populate();
+  pool.bytes()[pool.InodeOffset(3) + 40] ^= 1;  // /wal/seg and /seg-link
+  pool.bytes()[pool.InodeOffset(2) + 40] ^= 1;  // the directory /wal
+  auto paths = [&](bool salvage) {
+    FsckOptions options;
+    options.list_files = true;
+    options.salvage = salvage;
+    absl::StatusOr<FsckReport> r = CheckPool(pool.region(), options);
+    EXPECT_TRUE(r.ok());
+    std::vector<std::string> out;
+    for (const FsckFile& file : r->files_list) {
+      out.push_back(file.path + (file.damaged ? " (damaged)" : ""));
+    }
+    return out;
+  };
+  EXPECT_EQ(paths(false), (std::vector<std::string>{"/", "/link"}));
+  EXPECT_EQ(paths(true), (std::vector<std::string>{"/", "/link", "/seg-link (damaged)",
+                                                   "/wal (damaged)", "/wal/seg (damaged)",
+                                                   "/wal/small"}));
+}
+
 TEST(FsckTest, OrphanIsReclaimed) {
   HandPool pool;
   pool.Populate();

@@ -236,6 +236,20 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   ln "$M/000000010000000000000001" "$M/archive/seg-link"
   ln -s ../00000002.history "$M/archive/latest"
   mkdir "$M/archive/empty"
+  expect_rc 0 "$WALFSCTL" status "$M"
+  expect_out "mode:"
+  expect_rc 0 "$WALFSCTL" status "$M" --json
+  expect_out '"version":1'
+  expect_rc 0 "$WALFSCTL" status "$M" --prometheus
+  expect_out '^walfs_info{.*mode="'
+  expect_out '^walfs_writes [1-9]'
+  expect_out '^walfs_total_blocks [0-9]'
+  # The daemon holds the pool's lock: no fsck or mkfs under it, inspect warns.
+  expect_rc 8 "$FSCK" "$W/m.pool"
+  expect_err "in use"
+  expect_rc 1 "$MKFS" --force "$W/m.pool"
+  expect_rc 0 "$WALFSCTL" inspect "$W/m.pool"
+  expect_err "in use"
   umount_walfs "$M"
   expect_rc 0 "$FSCK" "$W/m.pool"
   expect_out "clean"

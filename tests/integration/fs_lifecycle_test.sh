@@ -66,7 +66,6 @@ status_field() {
 refused() {
   local what=$1 want=$2 mnt=$3 out rc=0
   shift 3
-  mkdir -p "$mnt"
   out=$(timeout 20 "$WALFS" "$@" 2>&1) || rc=$?
   [ "$rc" -ne 0 ] || { fusermount3 -u "$mnt" 2>/dev/null; fail "$what: walfs succeeded"; }
   [ "$rc" -ne 124 ] || fail "$what: walfs hung"
@@ -78,6 +77,7 @@ refused() {
 MNT=$WORK/mnt
 POOL=$WORK/pool
 make_pool "$POOL" 64M
+mkdir -p "$MNT" "$WORK/mnt2"
 
 # --- refusals before mounting
 refused "unknown option" "unknown mount option 'frobnicate'" "$MNT" \
@@ -90,6 +90,8 @@ refused "not a pool" "superblock" "$MNT" "$WORK/garbage" "$MNT" -f
 cp "$POOL" "$WORK/damaged"
 dd if=/dev/urandom of="$WORK/damaged" bs=4096 count=2 conv=notrunc status=none
 refused "both superblocks damaged" "superblock" "$MNT" "$WORK/damaged" "$MNT" -f
+refused "missing mount point" "cannot mount" "$WORK/no-such-dir/x" \
+  "$POOL" "$WORK/no-such-dir/x" -f
 "$WALFS" --help | grep -q "durability=strict" || fail "--help does not document durability"
 
 # --- one daemon per pool

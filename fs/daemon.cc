@@ -159,6 +159,11 @@ int RunDaemon(const Options& options) {
       options.mountpoint.c_str(), static_cast<int>(dir->region().kind().size()),
       dir->region().kind().data(), options.threads, options.threads == 1 ? "" : "s",
       durability.c_str());
+  if (options.allow_other && !options.default_permissions_given) {
+    Log(LOG_NOTICE,
+        "allow_other without default_permissions: default_permissions is enforced anyway "
+        "(walfs makes no permission checks of its own, the kernel checks mode bits)");
+  }
   if (!options.ignored.empty()) {
     std::string list;
     for (const std::string& o : options.ignored) absl::StrAppend(&list, list.empty() ? "" : ",", o);

@@ -111,6 +111,8 @@ wait "$pid" || rc=$?
 [ "$rc" = 0 ] || fail "daemon exit status $rc after SIGTERM"
 ! mountpoint -q "$MNT" || fail "still mounted after SIGTERM"
 grep -q "unmounted $MNT" "$WALFS_LOG" || fail "no unmount log line: $(cat "$WALFS_LOG")"
+grep -q 'allow_other without default_permissions: default_permissions is enforced' \
+  "$WALFS_LOG" || fail "no notice that default_permissions was forced: $(cat "$WALFS_LOG")"
 grep -q '^<5>walfs: mounted .*mode msync' "$WALFS_LOG" ||
   fail "mount log line lacks priority prefix or durability mode: $(cat "$WALFS_LOG")"
 

@@ -42,8 +42,11 @@ constexpr unsigned kMaxWrite = 1u << 20;
 
 // A write or fsync must never fail with EINTR (PostgreSQL PANICs). Interrupts are never
 // looked at (no fuse_req_interrupt_func), so EINTR could only come from a system call
-// inside core; the operation is idempotent, so it is simply repeated.
+// inside core; the operation is idempotent, so it is simply repeated (and should EINTR
+// persist, the reply is EIO: an error PostgreSQL reports instead of retrying forever).
 constexpr int kInterruptedRetries = 100;
+
+int NeverEintr(int error) { return error == EINTR ? EIO : error; }
 
 Server& GetServer(fuse_req_t req) { return *static_cast<Server*>(fuse_req_userdata(req)); }
 
@@ -134,20 +137,20 @@ void OpenHandle(fuse_file_info* fi) {
   fi->keep_cache = 0;
 }
 
+const absl::Status& StatusOf(const absl::Status& status) { return status; }
+template <typename T>
+const absl::Status& StatusOf(const absl::StatusOr<T>& result) {
+  return result.status();
+}
+
 template <typename F>
-auto RetryInterrupted(F&& f) -> decltype(f()) {
-  for (int attempt = 0;; ++attempt) {
-    auto result = f();
-    if (attempt == kInterruptedRetries) return result;
-    const absl::Status& status = [&]() -> const absl::Status& {
-      if constexpr (std::is_same_v<decltype(result), absl::Status>) {
-        return result;
-      } else {
-        return result.status();
-      }
-    }();
-    if (status.ok() || core::ErrnoFromStatus(status) != EINTR) return result;
+auto RetryInterrupted(F&& f) {
+  auto result = f();
+  for (int i = 0; i < kInterruptedRetries && core::ErrnoFromStatus(StatusOf(result)) == EINTR;
+       ++i) {
+    result = f();
   }
+  return result;
 }
 
 // --- session ---------------------------------------------------------------------
@@ -383,7 +386,7 @@ void WalfsWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, of
     return dir.Write(ino, static_cast<uint64_t>(off), absl::MakeConstSpan(buf, size), sync);
   });
   if (!n.ok()) {
-    fuse_reply_err(req, StatusToErrno(n.status(), "write", ino));
+    fuse_reply_err(req, NeverEintr(StatusToErrno(n.status(), "write", ino)));
     return;
   }
   fuse_reply_write(req, *n);
@@ -413,7 +416,7 @@ void WalfsFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi
   }
   absl::Status status =
       RetryInterrupted([&] { return server.dir().Fsync(ino, datasync != 0); });
-  ReplyStatus(req, status, "fsync", ino);
+  fuse_reply_err(req, status.ok() ? 0 : NeverEintr(StatusToErrno(status, "fsync", ino)));
 }
 
 void WalfsFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
@@ -545,7 +548,7 @@ void WalfsFsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*
     return;
   }
   absl::Status status = RetryInterrupted([&] { return server.dir().FsyncDir(ino); });
-  ReplyStatus(req, status, "fsyncdir", ino);
+  fuse_reply_err(req, status.ok() ? 0 : NeverEintr(StatusToErrno(status, "fsyncdir", ino)));
 }
 
 void WalfsStatfs(fuse_req_t req, fuse_ino_t ino) {

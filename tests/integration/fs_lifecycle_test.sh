@@ -184,7 +184,7 @@ head -c $((5 * 1024 * 1024)) /dev/urandom >"$WORK/rand"
 for mode in pmem msync; do
   if [ $mode = pmem ]; then
     export PMEM_IS_PMEM_FORCE=1
-    pool=$SHM/pool
+    pool=$SHM/pool-kill-pmem
   else
     unset PMEM_IS_PMEM_FORCE
     pool=$WORK/pool-kill

@@ -191,7 +191,7 @@ void WalfsDestroy(void* userdata) {
 
 void WalfsLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   absl::StatusOr<core::Attr> attr = GetServer(req).dir().Lookup(parent, name);
-  if (!attr.ok() && attr.status().code() == absl::StatusCode::kNotFound) {
+  if (!attr.ok() && core::ErrnoFromStatus(attr.status()) == ENOENT) {
     // A negative entry (ino 0) the kernel caches like a positive one.
     fuse_entry_param e{};
     e.entry_timeout = kCacheTimeout;

@@ -2,7 +2,8 @@
 # The walfs daemon's life: refusals before mounting (bad options, missing, damaged or
 # busy pool), foreground and detached runs, mount(8) through mount.fuse3, sd_notify
 # READY=1 (path and abstract sockets), SIGTERM and fusermount3 -u, read-only mounts,
-# and recovery after kill -9 with fsynced data intact (forced-PMEM and msync pools).
+# and recovery after kill -9 with fsynced data intact (forced-PMEM and msync pools),
+# including a remount over the dead mount the killed daemon left.
 source "$(dirname "$0")/lib/common.sh"
 
 require_fuse
@@ -205,8 +206,18 @@ for mode in pmem msync; do
   kill -9 "$WALFS_PID"
   wait "$WALFS_PID" 2>/dev/null || true
   exec 3<&-
-  fusermount3 -u -z "$MNT"
-  mount_walfs "$pool" "$MNT"
+  if [ $mode = pmem ]; then
+    # The dead mount is left in place: the next walfs on this pool detaches it itself.
+    if ls "$MNT" 2>/dev/null; then fail "[$mode] the killed mount still answers"; fi
+    mount_walfs "$pool" "$MNT"  # returns at once: the dead mount is a mount point too
+    for ((i = 0; i < 200; i++)); do grep -q "walfs: mounted" "$WALFS_LOG" && break; sleep 0.05; done
+    ls "$MNT" >/dev/null || fail "[$mode] remount over the dead mount does not answer"
+    grep -q "detached the dead mount of $pool at $MNT" "$WALFS_LOG" ||
+      fail "[$mode] no log line about the dead mount: $(cat "$WALFS_LOG")"
+  else
+    fusermount3 -u -z "$MNT"
+    mount_walfs "$pool" "$MNT"
+  fi
   cmp "$WORK/rand" "$MNT/000000010000000000000001" || fail "[$mode] fsynced segment after kill -9"
   cmp -n $((16 * 8192)) "$WORK/rand" "$MNT/000000010000000000000002" ||
     fail "[$mode] O_DSYNC data after kill -9"

@@ -1,7 +1,9 @@
 // Detection and lazy unmount of a dead walfs mount.
 #include "fs/stale_mount.h"
 
+#include <fcntl.h>
 #include <spawn.h>
+#include <unistd.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 
@@ -102,6 +104,14 @@ absl::StatusOr<bool> DetachStaleMount(const std::string& mountpoint, const std::
   bool detached = false;
   // Stacked leftovers (several crashes in a row) come off one per round.
   for (int round = 0; round < 16 && IsOurMount(canonical, fsname, fstype); ++round) {
+    // The lock says no live walfs serves this pool file; a mount that still answers
+    // (a pool file replaced under the same path while its daemon runs) is not touched.
+    int fd = open(canonical.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+      close(fd);
+      return detached;
+    }
+    if (errno != ENOTCONN) return detached;
     if (umount2(canonical.c_str(), MNT_DETACH) != 0) {
       if (errno != EPERM) return core::PosixError(absl::StrCat("umount ", canonical), errno);
       // Not root: the setuid helper may unmount what this user mounted.

@@ -46,6 +46,10 @@ constexpr unsigned kMaxWrite = 1u << 20;
 // persist, the reply is EIO: an error PostgreSQL reports instead of retrying forever).
 constexpr int kInterruptedRetries = 100;
 
+// Bytes added to the status document's size when a caller asks for it (getxattr with
+// size 0): every counter could gain digits before the value itself is read.
+constexpr size_t kStatusSizeHeadroom = 256;
+
 int NeverEintr(int error) { return error == EINTR ? EIO : error; }
 
 Server& GetServer(fuse_req_t req) { return *static_cast<Server*>(fuse_req_userdata(req)); }
@@ -591,7 +595,9 @@ void WalfsGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size
   }
   std::string json = GetServer(req).StatusJson();
   if (size == 0) {
-    fuse_reply_xattr(req, json.size());
+    // Counters grow between the size query and the read that follows it; headroom
+    // keeps that read from failing with ERANGE (a shorter value is fine).
+    fuse_reply_xattr(req, json.size() + kStatusSizeHeadroom);
   } else if (size < json.size()) {
     fuse_reply_err(req, ERANGE);
   } else {

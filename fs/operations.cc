@@ -9,9 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,8 +29,9 @@ namespace {
 
 // walfs is the only writer of its namespace and the kernel invalidates what its own
 // requests change (size after a write, nlink after an unlink, the parent after a
-// create), so entries, negative entries and attributes can be cached for long: PostgreSQL
-// probes segment names that do not exist (expecting ENOENT) and stats files constantly.
+// create), so entries, negative entries and attributes can be cached for long:
+// PostgreSQL probes segment names that do not exist (expecting ENOENT) and stats
+// archive_status names constantly.
 constexpr double kCacheTimeout = 86400.0;
 
 // 1 MiB: PostgreSQL writes up to ~1 MiB of WAL per call and zero-fills 16 MiB segments.

@@ -40,7 +40,7 @@ run_mode() {
   arch=$w/archive
   mkdir "$arch"
   chown postgres: "$arch"
-  pool=$(pg_pool_path "$w" "$mode")
+  pool=$(pg_pool_path "$w" "$mode" $((nswitch * 16 + 384)))
   pg_mkpool "$pool" $((nswitch * 16 + 384))
   pg_mount "$pool" "$mnt" "$mode"
   pg_initdb "$w"

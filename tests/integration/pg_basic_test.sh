@@ -45,7 +45,7 @@ run_variant() {
   pg_workdir
   w=$W
   mnt=$w/wal
-  pool=$(pg_pool_path "$w" "$mode")
+  pool=$(pg_pool_path "$w" "$mode" "$poolmib")
   if ((poolseg > 0)); then
     pg_mkpool "$pool" "$poolmib" --segment-size $((poolseg << 20))
   else

@@ -73,7 +73,7 @@ run_mode() {
   pg_workdir
   w=$W
   mnt=$w/wal
-  pool=$(pg_pool_path "$w" "$mode")
+  pool=$(pg_pool_path "$w" "$mode" 512)
   pg_mkpool "$pool" 512
   pg_mount "$pool" "$mnt" "$mode"
   pg_initdb "$w"
@@ -98,6 +98,8 @@ run_mode() {
       wait_load
       fusermount3 -u -z "$mnt" || fail "cannot detach the dead mount $mnt"
       pg_mount "$pool" "$mnt" "$mode"
+      log "remounted after the kill: journal_replays=$(pg_walfs_counter "$mnt" journal_replays)" \
+        "orphans_reclaimed=$(pg_walfs_counter "$mnt" orphans_reclaimed)"
     else
       log "round $round: kill -9 of PostgreSQL"
       pg_crash "$w"

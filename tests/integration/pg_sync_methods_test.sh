@@ -61,7 +61,7 @@ run_mode() {
   pg_workdir
   w=$W
   mnt=$w/wal
-  pool=$(pg_pool_path "$w" "$mode")
+  pool=$(pg_pool_path "$w" "$mode" 512)
   pg_mkpool "$pool" 512
   pg_mount "$pool" "$mnt" "$mode"
   pg_initdb "$w"

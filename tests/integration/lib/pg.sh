@@ -11,7 +11,7 @@
 # logs are printed to stderr before the cleanup runs, so CI failures are diagnosable.
 #
 # Environment:
-#   WALFS_TEST_NO_MOUNT=1  development aid only (ctest never sets it): W/wal is a plain
+#   WALFS_TEST_NO_MOUNT=1  development aid only (ignored under ctest): W/wal is a plain
 #                          directory and no daemon, mkfs or fsck runs.
 #   WALFS_PG_MODES         durability modes to run, default "pmem msync":
 #                            pmem   PMEM_IS_PMEM_FORCE=1 for the daemon, pool on /dev/shm
@@ -19,6 +19,10 @@
 #   WALFS_PG_LONG=1        longer variants (more load, more switches, more rounds).
 
 WALFS_TEST_NO_MOUNT=${WALFS_TEST_NO_MOUNT:-0}
+if [ "$WALFS_TEST_NO_MOUNT" = 1 ] && [ -n "${DASHBOARD_TEST_FROM_CTEST:-}" ]; then
+  log "WALFS_TEST_NO_MOUNT=1 ignored: ctest runs always use a real walfs mount"
+  WALFS_TEST_NO_MOUNT=0
+fi
 WALFS_PG_MODES=${WALFS_PG_MODES:-pmem msync}
 WALFS_PG_LONG=${WALFS_PG_LONG:-0}
 
@@ -83,11 +87,22 @@ pg_workdir() {
   chmod 0700 "$W/data"
 }
 
-# pg_pool_path W MODE: where a pool for MODE goes (pmem: /dev/shm, msync: the work dir).
+# pg_pool_path W MODE MIB: where a pool of MIB MiB for MODE goes. pmem: /dev/shm (memory,
+# as close to PMEM as this machine gets) when it has room, else the work dir (containers
+# often have a 64 MiB /dev/shm; PMEM_IS_PMEM_FORCE still selects the pmem code path);
+# msync: the work dir.
 pg_pool_path() {
-  local w=$1 mode=$2
+  local w=$1 mode=$2 mib=$3 avail
   case $mode in
-    pmem) echo "/dev/shm/walfs-pg.$(basename "$w").pool" ;;
+    pmem)
+      avail=$(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }')
+      if [ -n "$avail" ] && ((avail >= mib + 256)); then
+        echo "/dev/shm/walfs-pg.$(basename "$w").pool"
+      else
+        log "/dev/shm has ${avail:-no} MiB free: the pmem-mode pool goes to $w"
+        echo "$w/walfs.pool"
+      fi
+      ;;
     msync) echo "$w/walfs.pool" ;;
     *) fail "unknown durability mode '$mode' (pmem|msync)" ;;
   esac
@@ -119,6 +134,9 @@ pg_mount() {
     mount_walfs "$pool" "$mnt" -o allow_other,default_permissions "$@"
     unset PMEM_IS_PMEM_FORCE
     _PG_DAEMON_LOGS+=("$WALFS_LOG")
+    local got
+    got=$(pg_walfs_status_string "$mnt" mode)
+    [ "$got" = "$mode" ] || fail "the daemon runs in mode '$got', the test wanted '$mode'"
     log "mounted $pool at $mnt (mode $mode, daemon pid $WALFS_PID)"
   fi
   # Root owns the root inode, so root may chown it through default_permissions.
@@ -306,6 +324,17 @@ pg_walfs_counter() {
   v=$(printf '%s' "$json" | tr -d '\n' | grep -o "\"$name\"[[:space:]]*:[[:space:]]*[0-9]*" |
     head -n 1 | grep -o '[0-9]*$') || true
   [ -n "$v" ] || { printf '%s\n' "$json" >&2; fail "no counter \"$name\" in walfs status of $mnt"; }
+  echo "$v"
+}
+
+# pg_walfs_status_string MNT NAME: the value of string field NAME in the status JSON.
+pg_walfs_status_string() {
+  local mnt=$1 name=$2 json v
+  [ -x "$WALFSCTL" ] || fail "walfsctl not built: $WALFSCTL"
+  json=$("$WALFSCTL" status "$mnt" --json) || fail "walfsctl status $mnt --json failed"
+  v=$(printf '%s' "$json" | tr -d '\n' | grep -o "\"$name\"[[:space:]]*:[[:space:]]*\"[^\"]*\"" |
+    sed -n '1s/.*"\([^"]*\)"$/\1/p') || true
+  [ -n "$v" ] || { printf '%s\n' "$json" >&2; fail "no field \"$name\" in walfs status of $mnt"; }
   echo "$v"
 }
 

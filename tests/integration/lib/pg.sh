@@ -19,7 +19,7 @@
 #   WALFS_PG_LONG=1        longer variants (more load, more switches, more rounds).
 
 WALFS_TEST_NO_MOUNT=${WALFS_TEST_NO_MOUNT:-0}
-if [ "$WALFS_TEST_NO_MOUNT" = 1 ] && [ -n "${DASHBOARD_TEST_FROM_CTEST:-}" ]; then
+if [ "$WALFS_TEST_NO_MOUNT" = 1 ] && [ -n "${DASHBOARD_TEST_FROM_CTEST:-}${CTEST_INTERACTIVE_DEBUG_MODE:-}" ]; then
   log "WALFS_TEST_NO_MOUNT=1 ignored: ctest runs always use a real walfs mount"
   WALFS_TEST_NO_MOUNT=0
 fi

@@ -4,7 +4,10 @@
 # held back, finished segments wait as archive_status/*.ready; once released, every one
 # becomes .done, the archived copies are byte-identical to the segments still in pg_wal,
 # the archive decodes with pg_waldump as one contiguous WAL stream, and a checkpoint
-# removes the .done files together with their segments.
+# removes the .done files together with their segments. Around it, the other WAL tools
+# write into the mount: pg_basebackup -X stream (--waldir on the mount), pg_receivewal
+# (segments identical to the archive), and a point-in-time recovery of the base backup
+# from the archive (restore_command copying into the mount, promotion to timeline 2).
 source "$(dirname "$0")/lib/common.sh"
 source "$(dirname "$0")/lib/pg.sh"
 
@@ -31,7 +34,7 @@ archived_up_to() {
 promoted() { [ "$(pg_sql "$1" 'SELECT pg_is_in_recovery()')" = f ]; }
 
 run_mode() {
-  local mode=$1 w mnt pool arch nswitch=8 i last f n ready done_n first c rows
+  local mode=$1 w mnt pool arch nswitch=8 i last f n ready done_n first c rows recv
   [ "$WALFS_PG_LONG" = 1 ] && nswitch=40
   log "=== mode $mode"
   pg_workdir
@@ -40,8 +43,8 @@ run_mode() {
   arch=$w/archive
   mkdir "$arch"
   chown postgres: "$arch"
-  pool=$(pg_pool_path "$w" "$mode" $((nswitch * 16 + 384)))
-  pg_mkpool "$pool" $((nswitch * 16 + 384))
+  pool=$(pg_pool_path "$w" "$mode" $((nswitch * 48 + 512)))
+  pg_mkpool "$pool" $((nswitch * 48 + 512))
   pg_mount "$pool" "$mnt" "$mode"
   pg_initdb "$w"
   # The gate file holds archiving back until the test has seen the .ready files.
@@ -61,6 +64,13 @@ run_mode() {
   as_postgres "$PG_BIN/pg_basebackup" -h "$w/run" -D "$c/data" -X stream \
     --waldir="$mnt/clone_wal" -c fast >"$w/run/basebackup.client.log" 2>&1 ||
     { cat "$w/run/basebackup.client.log" >&2; fail "pg_basebackup -X stream onto the mount failed"; }
+  # pg_receivewal streams into the mount as well (.partial, padded, fsynced, renamed).
+  # (The pool holds pg_wal, the clone's WAL with its restored segments and these.)
+  as_postgres mkdir "$mnt/recv"
+  as_postgres "$PG_BIN/pg_receivewal" -h "$w/run" -D "$mnt/recv" --synchronous -n \
+    >"$w/run/receivewal.client.log" 2>&1 &
+  recv=$!
+  on_exit "kill $recv"
   for ((i = 1; i <= nswitch; i++)); do
     last=$(pg_sql "$w" "INSERT INTO t VALUES ($i); SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
     pg_sql "$w" 'SELECT pg_switch_wal()' >/dev/null
@@ -97,6 +107,25 @@ run_mode() {
   as_postgres "$PG_BIN/pg_waldump" -p "$arch" "$first" "$last" >"$w/run/archdump.client.log" 2>&1 ||
     { tail -n 20 "$w/run/archdump.client.log" >&2; fail "pg_waldump over the archive $first..$last failed"; }
   log "archive decodes from $first to $last"
+
+  # What pg_receivewal wrote into the mount matches the archive.
+  wait_for "pg_receivewal to finish $last" 30 test -f "$mnt/recv/$last"
+  kill -TERM $(pgrep -P "$recv") 2>/dev/null || true
+  wait "$recv" || true
+  n=0
+  for f in "$mnt"/recv/*; do
+    f=${f##*/}
+    if [[ $f =~ ^[0-9A-F]{24}$ ]]; then
+      cmp "$mnt/recv/$f" "$arch/$f" || fail "pg_receivewal's $f differs from the archived one"
+      n=$((n + 1))
+    elif [[ $f =~ ^[0-9A-F]{24}\.partial$ ]]; then
+      [ "$(stat -c %s "$mnt/recv/$f")" = $((16 << 20)) ] || fail "$f is not padded to 16 MiB"
+    else
+      fail "unexpected file $f left by pg_receivewal"
+    fi
+  done
+  ((n >= nswitch)) || fail "pg_receivewal completed only $n segments"
+  log "pg_receivewal: $n segments in the mount identical to the archive"
 
   # Point-in-time recovery of the base backup from the archive, its WAL on the mount:
   # restore_command copies segments in as RECOVERYXLOG, then promotion starts timeline 2

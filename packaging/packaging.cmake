@@ -63,9 +63,9 @@ set(CPACK_PACKAGE_CONTACT "walfs developers <walfs@localhost>")
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "walfs developers <walfs@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
   "FUSE file system for PostgreSQL's pg_wal on persistent memory")
+# The control file's first Description line is the summary above; this is the rest.
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
-  "FUSE file system for PostgreSQL's pg_wal on persistent memory
-walfs presents one directory meant for PostgreSQL's write-ahead log. Its files
+  "walfs presents one directory meant for PostgreSQL's write-ahead log. Its files
 live in a pool mapped with PMDK's libpmem: on persistent memory a WAL write is
 durable when it returns and fsync costs nothing; on ordinary storage the pool
 is an msync-backed file. WAL segments are preallocated in one extent each.

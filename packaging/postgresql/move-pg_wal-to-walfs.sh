@@ -172,7 +172,8 @@ $me: done. $wal -> $mnt/pg_wal; the old WAL is kept in $wal.pre-walfs.
 $me: $mnt is mounted now by a walfs run by hand. To mount it at every boot, either
   - /etc/fstab (the daemon as root):
       $pool $mnt fuse.walfs allow_other,default_permissions,nofail,x-systemd.before=postgresql@$version-NAME.service,x-systemd.required-by=postgresql@$version-NAME.service 0 0
-  - or walfs@.service (the daemon as $owner): write /etc/walfs/$version-NAME.conf with
+  - or walfs@.service (the daemon as $owner; /etc/fuse.conf needs user_allow_other):
+    write /etc/walfs/$version-NAME.conf with
       POOL=$pool
       MOUNTPOINT=$mnt
     install /usr/share/walfs/postgresql/walfs.conf as

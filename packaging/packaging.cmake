@@ -11,8 +11,10 @@
 # expects /usr/sbin/walfs and /usr/libexec/walfs/walfs-prestart.
 #
 # `cpack -G DEB` (or `cpack --config CPackConfig.cmake -B DIR`) from the build directory
-# makes walfs_VERSION_ARCH.deb. mount(8) needs no helper of ours: the fuse3 package's
-# mount.fuse3 serves every fuse.SUBTYPE and runs the program SUBTYPE from PATH.
+# makes walfs_VERSION_ARCH.deb. mount(8) needs no helper of ours: for type fuse.walfs it
+# falls back to the fuse3 package's /sbin/mount.fuse, which runs `walfs POOL DIR -o ...`
+# through /bin/sh with mount(8)'s PATH-less environment, i.e. the shell's default PATH,
+# where /usr/sbin/walfs is found.
 
 set(WALFS_PKG_DIR ${CMAKE_CURRENT_SOURCE_DIR})
 

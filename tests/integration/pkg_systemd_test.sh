@@ -16,7 +16,12 @@
 #      not readable by the user, mount point not writable, allow_other without
 #      user_allow_other, a live mount) and releases the dead mount of a daemon killed
 #      with SIGKILL, after which the unit starts again.
-# Part 2 and 3 run in a private mount namespace over a bind-mounted /etc/fuse.conf
+#   4. an fstab line for fuse.walfs goes through the real systemd-fstab-generator: the
+#      .mount unit it writes has the pool, the mount point, the type, the ordering
+#      before postgresql@15-main.service and the requirement from it, passes
+#      systemd-analyze verify, and its command (mount WHAT WHERE -t TYPE -o OPTIONS)
+#      mounts walfs.
+# Parts 2-4 run in a private mount namespace over a bind-mounted /etc/fuse.conf
 # (and a 0666 /dev/fuse node where the machine's is 0600, as Debian's udev makes it).
 source "$(dirname "$0")/lib/common.sh"
 
@@ -62,6 +67,7 @@ if command -v systemd-analyze >/dev/null; then
   echo "NoSuchKey=1" >>"$V/postgresql@15-main.service.d/walfs.conf"
   out=$(cd "$V" && systemd-analyze verify --man=no ./postgresql@15-main.service 2>&1 || true)
   [[ $out == *NoSuchKey* ]] || fail "systemd-analyze verify ignores the drop-in: $out"
+  cp "$DROPIN" "$V/postgresql@15-main.service.d/walfs.conf"
   log "systemd-analyze verify: clean"
 else
   log "systemd-analyze missing: unit syntax not verified"
@@ -235,13 +241,62 @@ umount /etc/fuse.conf
 # A daemon killed outright leaves a dead mount; the next start releases it.
 log "kill -9 the daemon, start again"
 start_unit
-kill -9 "$SERVICE_PID"
-wait "$SERVICE_PID" 2>/dev/null || true
+{
+  kill -9 "$SERVICE_PID"
+  wait "$SERVICE_PID" || true
+} 2>/dev/null
 err=$(LC_ALL=C stat "$MNT" 2>&1 >/dev/null || true)
 [[ $err == *"not connected"* ]] || fail "expected a dead mount after kill -9, stat says: $err"
 start_unit
 grep -q "wal" <(ls "$MNT") || fail "pg_wal missing after the restart"
 [ "$(stat -c %s "$MNT/pg_wal/f")" = 8192 ] || fail "data lost across kill -9 and restart"
 stop_unit
+
+# --- 4. fstab -> systemd-fstab-generator -> .mount unit
+GEN=/lib/systemd/system-generators/systemd-fstab-generator
+if [ -x "$GEN" ] && command -v systemd-analyze >/dev/null && command -v systemd-escape >/dev/null; then
+  G=$WORK/generator
+  mkdir -p "$G/normal" "$G/early" "$G/late"
+  make_pool "$WORK/fstab.pool" 32M
+  FMNT=$WORK/fstab-wal
+  mkdir -p "$FMNT"
+  on_exit "umount -l '$FMNT'"
+  printf '%s %s fuse.walfs %s 0 0\n' "$WORK/fstab.pool" "$FMNT" \
+    "allow_other,default_permissions,nofail,x-systemd.requires-mounts-for=$WORK,x-systemd.before=postgresql@15-main.service,x-systemd.required-by=postgresql@15-main.service" \
+    >"$G/fstab"
+  SYSTEMD_FSTAB=$G/fstab SYSTEMD_PROC_CMDLINE="" "$GEN" "$G/normal" "$G/early" "$G/late" ||
+    fail "systemd-fstab-generator failed"
+  name=$(systemd-escape --path --suffix=mount "$FMNT")
+  munit=$G/normal/$name
+  [ -f "$munit" ] || fail "the generator wrote no $name: $(find "$G" | tr '\n' ' ')"
+  mvalue() { sed -n "s/^$1=//p" "$munit"; }
+  [ "$(mvalue What)" = "$WORK/fstab.pool" ] || fail "What=$(mvalue What)"
+  [ "$(mvalue Where)" = "$FMNT" ] || fail "Where=$(mvalue Where)"
+  [ "$(mvalue Type)" = fuse.walfs ] || fail "Type=$(mvalue Type)"
+  [[ $(mvalue Before) == *postgresql@15-main.service* ]] || fail "Before=$(mvalue Before)"
+  [[ $(mvalue RequiresMountsFor) == *"$WORK"* ]] || fail "RequiresMountsFor=$(mvalue RequiresMountsFor)"
+  [ -L "$G/normal/postgresql@15-main.service.requires/$name" ] ||
+    fail "postgresql@15-main.service does not require $name"
+  cp "$munit" "$V/$name"
+  out=$(cd "$V" && systemd-analyze verify --man=no "./$name" 2>&1) || fail "verify $name: $out"
+  [ -z "$out" ] || fail "systemd-analyze verify warns about $name: $out"
+  # What the mount unit runs; mount.fuse3 then finds walfs on the shell's default PATH
+  # (here /usr/local/sbin, bound over, in this namespace only, with a link to the
+  # built daemon).
+  mkdir -p "$WORK/sbin"
+  ln -s "$WALFS" "$WORK/sbin/walfs"
+  mount --bind "$WORK/sbin" /usr/local/sbin
+  on_exit "umount -l /usr/local/sbin"
+  mount "$(mvalue What)" "$(mvalue Where)" -t "$(mvalue Type)" -o "$(mvalue Options)" ||
+    fail "the generated mount unit's command failed"
+  mountpoint -q "$FMNT" || fail "the generated mount unit's command mounted nothing"
+  [ "$(findmnt -n -o FSTYPE --mountpoint "$FMNT")" = fuse.walfs ] || fail "not fuse.walfs"
+  echo ok >"$FMNT/f"
+  [ "$(cat "$FMNT/f")" = ok ] || fail "the fstab mount does not work"
+  umount "$FMNT" || fail "umount of the fstab mount failed"
+  log "fstab line -> $name: generated, verified, mounted"
+else
+  log "systemd-fstab-generator or systemd-analyze missing: fstab -> .mount not checked"
+fi
 
 log "PASS"

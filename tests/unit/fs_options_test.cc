@@ -1,0 +1,246 @@
+// Tests of the daemon's pieces that need no mount: the command line (mount.fuse3 argv
+// shape, ignored and refused options), the status document, the errno conversion,
+// sd_notify and the pool lock.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "fs/errors.h"
+#include "fs/options.h"
+#include "fs/pool_lock.h"
+#include "fs/sd_notify.h"
+#include "fs/status_json.h"
+#include "gtest/gtest.h"
+
+namespace walfs::fs {
+namespace {
+
+absl::StatusOr<Options> Parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "walfs");
+  return ParseCommandLine(static_cast<int>(args.size()), args.data());
+}
+
+TEST(FsOptionsTest, MountHelperShape) {
+  absl::StatusOr<Options> o =
+      Parse({"/pools/a", "/mnt/wal", "-o", "rw,nodev,nosuid,allow_other,threads=2"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->pool, "/pools/a");
+  EXPECT_EQ(o->mountpoint, "/mnt/wal");
+  EXPECT_TRUE(o->allow_other);
+  EXPECT_FALSE(o->foreground);
+  EXPECT_EQ(o->threads, 2u);
+  EXPECT_EQ(o->durability, Durability::kAuto);
+  EXPECT_EQ(o->ignored, (std::vector<std::string>{"rw", "nodev", "nosuid"}));
+}
+
+TEST(FsOptionsTest, FlagsAnywhereAndJoinedO) {
+  absl::StatusOr<Options> o =
+      Parse({"-f", "pool", "-odurability=strict,ro", "mnt", "-o", "fsname=x,subtype=y"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->foreground);
+  EXPECT_TRUE(o->read_only);
+  EXPECT_EQ(o->durability, Durability::kStrict);
+  EXPECT_EQ(o->fsname, "x");
+  EXPECT_EQ(o->subtype, "y");
+  EXPECT_EQ(o->pool.front(), '/');  // made absolute
+  EXPECT_TRUE(o->pool.ends_with("/pool"));
+  EXPECT_TRUE(o->mountpoint.ends_with("/mnt"));
+}
+
+TEST(FsOptionsTest, DebugImpliesForeground) {
+  absl::StatusOr<Options> o = Parse({"/p", "/m", "-d"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(o->debug);
+  EXPECT_TRUE(o->foreground);
+  o = Parse({"/p", "/m", "-s"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->threads, 1u);
+}
+
+TEST(FsOptionsTest, SystemdAndFstabOptionsIgnored) {
+  absl::StatusOr<Options> o =
+      Parse({"/p", "/m", "-o",
+             "defaults,_netdev,nofail,x-systemd.requires=a.service,comment=x,noatime,"
+             "relatime,auto,noauto,user,users,dev,suid,exec,atime"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->ignored.size(), 15u);
+}
+
+TEST(FsOptionsTest, UnknownOptionRefused) {
+  absl::StatusOr<Options> o = Parse({"/p", "/m", "-o", "allow_other,bogus=1"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("unknown mount option 'bogus=1'"), std::string::npos);
+  EXPECT_FALSE(Parse({"/p", "/m", "--frobnicate"}).ok());
+}
+
+TEST(FsOptionsTest, BadValuesRefused) {
+  EXPECT_FALSE(Parse({"/p", "/m", "-o", "threads=0"}).ok());
+  EXPECT_FALSE(Parse({"/p", "/m", "-o", "threads=65"}).ok());
+  EXPECT_FALSE(Parse({"/p", "/m", "-o", "threads=abc"}).ok());
+  EXPECT_FALSE(Parse({"/p", "/m", "-o", "durability=sometimes"}).ok());
+  EXPECT_FALSE(Parse({"/p", "/m", "-o", "allow_other=1"}).ok());
+  EXPECT_FALSE(Parse({"/p", "/m", "-o", "fsname="}).ok());
+  EXPECT_FALSE(Parse({"/p", "/m", "-o"}).ok());
+}
+
+TEST(FsOptionsTest, PositionalCount) {
+  EXPECT_FALSE(Parse({"/p"}).ok());
+  EXPECT_FALSE(Parse({"/p", "/m", "/x"}).ok());
+  absl::StatusOr<Options> o = Parse({"--help"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(o->show_help);
+}
+
+TEST(FsOptionsTest, SessionArgsAlwaysDefaultPermissions) {
+  absl::StatusOr<Options> o = Parse({"/pools/a,b", "/m", "-o", "allow_other,ro,noexec", "-d"});
+  ASSERT_TRUE(o.ok());
+  std::vector<std::string> args = FuseSessionArgs(*o);
+  ASSERT_EQ(args.size(), 4u);
+  EXPECT_EQ(args[1], "-o");
+  EXPECT_EQ(args[2],
+            "fsname=/pools/a\\,b,subtype=walfs,default_permissions,allow_other,ro,noexec");
+  EXPECT_EQ(args[3], "-d");
+  o = Parse({"/p", "/m"});
+  ASSERT_TRUE(o.ok());
+  args = FuseSessionArgs(*o);
+  ASSERT_EQ(args.size(), 3u);
+  EXPECT_EQ(args[2], "fsname=/p,subtype=walfs,default_permissions");
+}
+
+TEST(FsStatusJsonTest, FlatDocument) {
+  DaemonStatus s;
+  s.pool = "/p\"q";
+  s.mountpoint = "/m";
+  s.pid = 42;
+  s.mode = core::DurabilityMode::kMsync;
+  s.region = "msync";
+  s.stats.block_size = 4096;
+  s.stats.total_blocks = 100;
+  s.counters.writes = 7;
+  s.fuse_fsync = 3;
+  s.fuse_fsyncdir = 2;
+  std::string json = StatusJson(s);
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_EQ(json.back(), '}');
+  EXPECT_NE(json.find("\"version\":1,"), std::string::npos);
+  EXPECT_NE(json.find("\"pool\":\"/p\\\"q\""), std::string::npos);
+  EXPECT_NE(json.find("\"pid\":42,"), std::string::npos);
+  EXPECT_NE(json.find("\"mode\":\"msync\""), std::string::npos);
+  EXPECT_NE(json.find("\"total_blocks\":100,"), std::string::npos);
+  EXPECT_NE(json.find("\"writes\":7,"), std::string::npos);
+  EXPECT_NE(json.find("\"fuse_fsync\":3,"), std::string::npos);
+  EXPECT_NE(json.find("\"fuse_fsyncdir\":2,"), std::string::npos);
+  EXPECT_EQ(std::count(json.begin(), json.end(), '{'), 1);
+}
+
+TEST(FsErrorsTest, StatusToErrno) {
+  EXPECT_EQ(StatusToErrno(core::PosixError("x", ENOENT), "lookup", 1), ENOENT);
+  EXPECT_EQ(StatusToErrno(core::PosixError("x", ENOSPC), "write", 1), ENOSPC);
+  EXPECT_EQ(StatusToErrno(absl::DataLossError("bad crc"), "read", 7), EIO);
+  // A DataLoss status carrying another errno is still EIO: corruption is never ENOENT.
+  absl::Status tagged = core::PosixError("x", ENOENT);
+  absl::Status data_loss(absl::StatusCode::kDataLoss, "inode 7: bad crc");
+  tagged.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    data_loss.SetPayload(url, payload);
+  });
+  ASSERT_EQ(core::ErrnoFromStatus(data_loss), ENOENT);
+  EXPECT_EQ(StatusToErrno(data_loss, "read", 7), EIO);
+  EXPECT_EQ(StatusToErrno(absl::NotFoundError("x"), "lookup", 1), ENOENT);
+  EXPECT_GT(StatusToErrno(absl::UnknownError("x"), "op", 1), 0);
+}
+
+// A bound datagram socket, and NOTIFY_SOCKET pointing at it, for one test.
+class NotifyListener {
+ public:
+  explicit NotifyListener(const std::string& name) {
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, name.data(), name.size());
+    socklen_t length = offsetof(sockaddr_un, sun_path) + name.size();
+    if (name[0] == '@') addr.sun_path[0] = '\0';
+    bound_ = bind(fd_, reinterpret_cast<sockaddr*>(&addr), length) == 0;
+    setenv("NOTIFY_SOCKET", name.c_str(), 1);
+  }
+  ~NotifyListener() {
+    unsetenv("NOTIFY_SOCKET");
+    close(fd_);
+  }
+  bool bound() const { return bound_; }
+  std::string Receive() {
+    char buf[512];
+    ssize_t n = recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+    return n < 0 ? std::string("<nothing>") : std::string(buf, static_cast<size_t>(n));
+  }
+
+ private:
+  int fd_;
+  bool bound_;
+};
+
+TEST(FsSdNotifyTest, PathSocket) {
+  char dir[] = "/tmp/walfs-notify-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/notify";
+  {
+    NotifyListener listener(path);
+    ASSERT_TRUE(listener.bound());
+    ASSERT_TRUE(SdNotify("READY=1\nSTATUS=x").ok());
+    EXPECT_EQ(listener.Receive(), "READY=1\nSTATUS=x");
+  }
+  unlink(path.c_str());
+  rmdir(dir);
+}
+
+TEST(FsSdNotifyTest, AbstractSocket) {
+  NotifyListener listener("@walfs-unit-" + std::to_string(getpid()));
+  ASSERT_TRUE(listener.bound());
+  ASSERT_TRUE(SdNotify("READY=1").ok());
+  EXPECT_EQ(listener.Receive(), "READY=1");
+}
+
+TEST(FsSdNotifyTest, UnsetIsNoOpAndBadValuesFail) {
+  unsetenv("NOTIFY_SOCKET");
+  EXPECT_TRUE(SdNotify("READY=1").ok());
+  setenv("NOTIFY_SOCKET", "relative/path", 1);
+  EXPECT_FALSE(SdNotify("READY=1").ok());
+  setenv("NOTIFY_SOCKET", "/nonexistent-dir/walfs/notify", 1);
+  EXPECT_FALSE(SdNotify("READY=1").ok());
+  unsetenv("NOTIFY_SOCKET");
+}
+
+TEST(FsPoolLockTest, SecondHolderRefused) {
+  char path[] = "/tmp/walfs-lock-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    absl::StatusOr<std::unique_ptr<PoolLock>> first = PoolLock::Acquire(path);
+    ASSERT_TRUE(first.ok()) << first.status();
+    absl::StatusOr<std::unique_ptr<PoolLock>> second = PoolLock::Acquire(path);
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_NE(second.status().message().find("is in use by another walfs"),
+              std::string::npos)
+        << second.status();
+  }
+  // Released with its holder.
+  EXPECT_TRUE(PoolLock::Acquire(path).ok());
+  unlink(path);
+  absl::StatusOr<std::unique_ptr<PoolLock>> missing = PoolLock::Acquire(path);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(core::ErrnoFromStatus(missing.status()), ENOENT);
+}
+
+}  // namespace
+}  // namespace walfs::fs

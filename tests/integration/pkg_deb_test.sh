@@ -63,8 +63,11 @@ log "Depends: $depends"
 for pkg in fuse3 libfuse3-3 libpmem1 libabsl20220623 libc6 libstdc++6; do
   [[ ", $depends," == *", $pkg"[\ ,]* ]] || fail "Depends lacks $pkg: $depends"
 done
-dpkg-deb --ctrl-tarfile "$DEB" | tar -t | grep -qx './postinst' || fail "no postinst"
-dpkg-deb --ctrl-tarfile "$DEB" | tar -t | grep -qx './postrm' || fail "no postrm"
+# (Lists are read whole before grep: with pipefail, grep -q closing a pipe early would
+# fail the writer with SIGPIPE.)
+control=$(dpkg-deb --ctrl-tarfile "$DEB" | tar -t)
+grep -qx './postinst' <<<"$control" || fail "no postinst"
+grep -qx './postrm' <<<"$control" || fail "no postrm"
 
 # --- file list
 dpkg-deb -c "$DEB" | awk '{print $1, $NF}' >"$WORK/contents"
@@ -97,12 +100,15 @@ ROOT=$WORK/root
 dpkg-deb -x "$DEB" "$ROOT"
 for exe in walfs mkfs.walfs fsck.walfs walfsctl; do
   bin=$ROOT/usr/sbin/$exe
-  if ldd "$bin" | grep -q "not found"; then fail "$exe: $(ldd "$bin" | grep 'not found')"; fi
-  file "$bin" 2>/dev/null | grep -q "not stripped" && fail "$exe is not stripped"
+  libs=$(ldd "$bin")
+  if grep -q "not found" <<<"$libs"; then fail "$exe: $(grep 'not found' <<<"$libs")"; fi
+  if command -v file >/dev/null && grep -q "not stripped" <<<"$(file "$bin")"; then
+    fail "$exe is not stripped"
+  fi
   "$bin" --help >"$WORK/help" 2>&1 || fail "$exe --help failed: $(cat "$WORK/help")"
   grep -qi "usage" "$WORK/help" || fail "$exe --help prints no usage: $(head -3 "$WORK/help")"
 done
-"$ROOT/usr/sbin/walfs" --version | grep -q "$version" || fail "walfs --version is not $version"
+[[ $("$ROOT/usr/sbin/walfs" --version) == *"$version"* ]] || fail "walfs --version is not $version"
 # The extracted daemon mounts a pool made by the extracted mkfs.
 if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; then
   "$ROOT/usr/sbin/mkfs.walfs" --size 32M "$WORK/p.pool" >/dev/null || fail "packaged mkfs.walfs failed"
@@ -122,6 +128,32 @@ sh -n "$ROOT/usr/libexec/walfs/walfs-prestart" || fail "walfs-prestart: syntax"
 bash -n "$ROOT/usr/share/walfs/postgresql/move-pg_wal-to-walfs.sh" || fail "mover: syntax"
 dpkg-deb --ctrl-tarfile "$DEB" | tar -x -C "$WORK" ./postinst ./postrm
 sh -n "$WORK/postinst" && sh -n "$WORK/postrm" || fail "maintainer scripts: syntax"
+# The maintainer scripts, run for real in a private mount namespace over empty /etc and
+# /var/lib (tmpfs, visible to nothing else): configure makes /etc/walfs and
+# /var/lib/walfs and mentions user_allow_other only when fuse.conf lacks it; purge
+# removes the directories only when empty (a pool is never deleted).
+if command -v unshare >/dev/null && unshare -m --propagation private true 2>/dev/null; then
+  unshare -m --propagation private bash -euo pipefail -c '
+    work=$1
+    mount -t tmpfs tmpfs /etc
+    mount -t tmpfs tmpfs /var/lib
+    out=$(sh "$work/postinst" configure)
+    [ -d /etc/walfs ] && [ -d /var/lib/walfs ] || { echo "postinst made no directories"; exit 1; }
+    case $out in *user_allow_other*) ;; *) echo "postinst gave no user_allow_other note: $out"; exit 1 ;; esac
+    echo user_allow_other >/etc/fuse.conf
+    out=$(sh "$work/postinst" configure)
+    [ -z "$out" ] || { echo "postinst talks although fuse.conf is set: $out"; exit 1; }
+    touch /var/lib/walfs/keep.pool
+    sh "$work/postrm" purge
+    [ ! -e /etc/walfs ] || { echo "purge kept the empty /etc/walfs"; exit 1; }
+    [ -f /var/lib/walfs/keep.pool ] || { echo "purge removed a pool"; exit 1; }
+    rm /var/lib/walfs/keep.pool
+    sh "$work/postrm" purge
+    [ ! -e /var/lib/walfs ] || { echo "purge kept the empty /var/lib/walfs"; exit 1; }
+  ' _ "$WORK" >"$WORK/maint.log" 2>&1 || fail "maintainer scripts: $(cat "$WORK/maint.log")"
+else
+  log "no mount namespace: maintainer scripts only syntax-checked"
+fi
 
 # Man pages decompress and render without warnings.
 if command -v groff >/dev/null; then

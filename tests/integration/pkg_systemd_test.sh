@@ -15,7 +15,8 @@
 #   3. walfs-prestart refuses each misconfiguration with a sentence (missing pool, pool
 #      not readable by the user, mount point not writable, allow_other without
 #      user_allow_other, a live mount) and releases the dead mount of a daemon killed
-#      with SIGKILL, after which the unit starts again.
+#      with SIGKILL, after which the unit starts again (and, as root for a unit
+#      overridden to User=root, with umount);
 #   4. an fstab line for fuse.walfs goes through the real systemd-fstab-generator: the
 #      .mount unit it writes has the pool, the mount point, the type, the ordering
 #      before postgresql@15-main.service and the requirement from it, passes
@@ -251,6 +252,22 @@ start_unit
 grep -q "wal" <(ls "$MNT") || fail "pg_wal missing after the restart"
 [ "$(stat -c %s "$MNT/pg_wal/f")" = 8192 ] || fail "data lost across kill -9 and restart"
 stop_unit
+
+# The same with the unit overridden to User=root: the dead mount is released with umount.
+log "User=root: kill -9, walfs-prestart as root"
+"$WALFS" "$POOL" "$MNT" -f -o allow_other,default_permissions >"$WORK/root.log" 2>&1 &
+ROOT_PID=$!
+on_exit "kill -9 $ROOT_PID"
+for ((i = 0; i < 200; i++)); do mountpoint -q "$MNT" && break; sleep 0.05; done
+mountpoint -q "$MNT" || fail "root daemon did not mount: $(cat "$WORK/root.log")"
+{
+  kill -9 "$ROOT_PID"
+  wait "$ROOT_PID" || true
+} 2>/dev/null
+"$PRESTART" "$POOL" "$MNT" allow_other,default_permissions 2>"$WORK/prestart.log" ||
+  fail "walfs-prestart as root did not release the dead mount: $(cat "$WORK/prestart.log")"
+grep -q "releasing the dead mount" "$WORK/prestart.log" || fail "no release by root: $(cat "$WORK/prestart.log")"
+! mountpoint -q "$MNT" || fail "dead mount still there after walfs-prestart as root"
 
 # --- 4. fstab -> systemd-fstab-generator -> .mount unit
 GEN=/lib/systemd/system-generators/systemd-fstab-generator

@@ -87,7 +87,9 @@ class Fixture {
   core::InodeId ino() const { return ino_; }
   uint64_t segment_size() const { return segment_size_; }
   std::string Label() const {
-    return absl::StrCat(dir_->region().kind(), " mode=", DurabilityModeName(dir_->mode()));
+    // (Debian's Abseil has its own string_view: StrCat takes std::string.)
+    return absl::StrCat(std::string(dir_->region().kind()),
+                        " mode=", std::string(DurabilityModeName(dir_->mode())));
   }
 
  private:

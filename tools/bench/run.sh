@@ -24,7 +24,7 @@
 #     --pool-size SIZE     walfs pool size given to mkfs.walfs (default 2G)
 #     --disk-dir DIR       where the disk targets live (default /var/tmp)
 #     --build-dir DIR      CMake build dir (default ./build)
-#     --smoke              tiny sizes for CI: 1 rep, 2 s runs, scale 1, 2 bulk segments
+#     --smoke              tiny sizes for CI: 1 rep, 1 s runs, scale 1, 2 bulk segments
 set -euo pipefail
 COMMAND_LINE="tools/bench/run.sh $*"
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -63,7 +63,7 @@ while [ $# -gt 0 ]; do
     --disk-dir) DISK_PARENT=$2; shift ;;
     --build-dir) BUILD_DIR_ARG=$2; shift ;;
     --smoke)
-      REPS=1 PGBENCH_SECS=2 FSYNC_SECS=1 PGBENCH_SCALE=1 BULK_SEGMENTS=2 SEG_COUNT=2
+      REPS=1 PGBENCH_SECS=1 FSYNC_SECS=1 PGBENCH_SCALE=1 BULK_SEGMENTS=2 SEG_COUNT=2
       POOL_SIZE=512M CORE_MIN_TIME=0.01 ;;
     -h | --help) usage 0 ;;
     *) echo "run.sh: unknown option $1" >&2; usage ;;
@@ -233,20 +233,23 @@ echo "suite time: $((SECONDS - START)) s, load at end: $(cut -d' ' -f1-3 /proc/l
 
 # ------------------------------------------------------------------ report
 report() { awk -F'\t' -v fmt="$1" -v targets="${RUN_TARGETS[*]}" -f "$BENCH_DIR/lib/report.awk" "$OUT_DIR/raw.tsv"; }
+goals() { awk -F'\t' -v fmt="$1" -f "$BENCH_DIR/lib/goals.awk" "$OUT_DIR/summary.tsv"; }
+report tsv >"$OUT_DIR/summary.tsv"
 {
   cat "$OUT_DIR/machine.txt"
   echo
   echo "Ratios are median(target) / median(baseline), for every metric; the heading of"
   echo "each table says whether higher or lower is better. n = successful runs (+kF failed)."
   report text
+  goals text
 } >"$OUT_DIR/results.txt"
 {
   echo '```'
   cat "$OUT_DIR/machine.txt"
   echo '```'
   report md
+  goals md
 } >"$OUT_DIR/results.md"
-report tsv >"$OUT_DIR/summary.tsv"
 echo
 cat "$OUT_DIR/results.txt"
 echo

@@ -66,15 +66,15 @@ pgb_teardown() {
 }
 
 # sample_rss TARGET REP: the walfs daemon's memory right after a load.
+RSS_WORKLOAD="walfs daemon memory (sampled after each pgbench, insert and bulk run)"
 sample_rss() {
   local target=$1 rep=$2 r
   [ -n "${WALFS_PIDS[$target]:-}" ] || return 0
   r=$(walfs_rss "$target") || r="NA NA"
   set -- $r
-  record "walfs daemon memory (sampled after each pgbench/insert run)" "VmRSS" MiB lower \
+  record "$RSS_WORKLOAD" "VmRSS" MiB lower \
     "$target" "$rep" "$(awk -v k="$1" 'BEGIN { if (k == "NA") print "NA"; else printf "%.1f", k / 1024 }')"
-  record "walfs daemon memory (sampled after each pgbench/insert run)" \
-    "RSS outside the pool mapping" MiB lower "$target" "$rep" \
+  record "$RSS_WORKLOAD" "RSS outside the pool mapping" MiB lower "$target" "$rep" \
     "$(awk -v k="$2" 'BEGIN { if (k == "NA") print "NA"; else printf "%.1f", k / 1024 }')"
 }
 
@@ -132,6 +132,7 @@ wl_bulk() {
       if [ -n "$t1" ]; then
         segs=$(psql_q -c "SELECT floor(pg_wal_lsn_diff('$t1', '$t0') / (16 * 1024 * 1024))") || segs=NA
       fi
+      sample_rss "$target" "$rep"
       pg_stop "$data"
     fi
     rm -rf "$data" "$wal"

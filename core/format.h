@@ -76,7 +76,7 @@ struct Superblock {
   uint64_t data_offset;
   uint64_t data_blocks;
   int64_t created_ns;  // CLOCK_REALTIME at mkfs
-  uint8_t reserved[100];
+  uint8_t reserved[108];
   uint32_t crc;  // CRC-32C of the bytes before it
 };
 static_assert(sizeof(Superblock) == 256);
@@ -107,6 +107,10 @@ inline constexpr uint32_t kMaxExtents = 26;
 
 // InodeRecord.flags
 inline constexpr uint32_t kInodeFlagSegment = 1u << 0;  // got a segment extent at create
+
+// A symlink's target is stored inline in the bytes of `extents` (extent_count 0, size =
+// target length), so creating one is a single metadata transaction.
+inline constexpr uint32_t kMaxSymlinkTarget = kMaxExtents * sizeof(Extent);
 
 struct InodeRecord {
   uint32_t crc;  // CRC-32C of bytes [4, kInodeSize); all-zero record = free

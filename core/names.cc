@@ -22,9 +22,9 @@ bool IsSegmentId(std::string_view s) {
 
 bool IsWalSegmentName(std::string_view name) {
   if (IsSegmentId(name)) return true;
-  if (absl::StartsWith(name, "xlogtemp.")) return true;
-  constexpr std::string_view kPartial = ".partial";
-  return absl::EndsWith(name, kPartial) &&
+  if (absl::StartsWith(absl::string_view(name.data(), name.size()), "xlogtemp.")) return true;
+  constexpr absl::string_view kPartial = ".partial";
+  return absl::EndsWith(absl::string_view(name.data(), name.size()), kPartial) &&
          IsSegmentId(name.substr(0, name.size() - kPartial.size()));
 }
 

@@ -13,7 +13,7 @@
 namespace walfs::core {
 namespace {
 
-constexpr std::string_view kErrnoPayload = "walfs/errno";
+constexpr absl::string_view kErrnoPayload = "walfs/errno";
 
 absl::StatusCode CodeForErrno(int e) {
   switch (e) {
@@ -44,7 +44,8 @@ absl::StatusCode CodeForErrno(int e) {
 
 absl::Status PosixError(std::string_view context, int error_number) {
   absl::Status s(CodeForErrno(error_number),
-                 absl::StrCat(context, ": ", std::strerror(error_number)));
+                 absl::StrCat(absl::string_view(context.data(), context.size()), ": ",
+                              std::strerror(error_number)));
   s.SetPayload(kErrnoPayload, absl::Cord(absl::StrCat(error_number)));
   return s;
 }

@@ -1,0 +1,305 @@
+// Pool: the data path (read, write, fsync) and block allocation for files.
+//
+// Durability of writes (POSTGRES_CONTRACT.md §3):
+//  - kPmem: bytes are copied with non-temporal stores and drained before Write returns;
+//    a size change is then committed through the journal, so the size never covers
+//    bytes that are not durable.
+//  - kMsync: bytes go to the shared mapping and the written range is remembered; Fsync
+//    (from any handle) or a sync write msyncs it, then commits a changed size.
+// Writes never allocate while holding the data-path locks: a write past the allocated
+// end grows the file under mu_ exclusive first, then retries.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/pool.h"
+#include "core/status.h"
+
+namespace walfs::core {
+namespace {
+
+using format::kBlockSize;
+
+bool AllZero(const char* p, size_t n) {
+  return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
+}
+
+uint64_t BlocksFor(uint64_t bytes) { return (bytes + kBlockSize - 1) / kBlockSize; }
+
+}  // namespace
+
+absl::Status Pool::Grow(Inode& in, uint64_t bytes) {
+  auto& r = in.rec;
+  const uint64_t have = AllocatedBlocks(r);
+  const uint64_t need = BlocksFor(bytes);
+  if (need <= have) return absl::OkStatus();
+  if (need > sb_.data_blocks) {
+    return PosixError(absl::StrCat("file of ", bytes, " bytes exceeds the pool"), EFBIG);
+  }
+  const format::InodeRecord before = r;
+  const bool segment = (r.flags & format::kInodeFlagSegment) != 0;
+  const uint64_t seg_blocks = sb_.segment_size / kBlockSize;
+  uint64_t missing = need - have;
+  if (r.extent_count > 0) {
+    missing -= alloc_.ExtendInPlace(r.extents[r.extent_count - 1], missing);
+  }
+  absl::Status error;
+  while (missing > 0) {
+    if (r.extent_count == format::kMaxExtents) {
+      error = PosixError("file needs more extents than an inode holds (pool fragmented)",
+                         ENOSPC);
+      break;
+    }
+    // Segments grow by whole segments from the bottom; other files double from the top,
+    // so a file written in small appends still needs only a few extents.
+    const uint64_t total = have + (need - have - missing);
+    const uint64_t want = segment ? std::max(missing, seg_blocks) : std::max(missing, total);
+    auto take = [&](uint64_t n) {
+      return segment ? alloc_.AllocateLow(n) : alloc_.AllocateHigh(n);
+    };
+    std::optional<format::Extent> e = take(want);
+    if (!e && want != missing) e = take(missing);
+    if (!e) {
+      const uint64_t largest = alloc_.LargestRun();
+      if (largest > 0) e = take(std::min(largest, missing));
+    }
+    if (!e) {
+      error = PosixError(absl::StrCat("no space for ", missing, " more blocks"), ENOSPC);
+      break;
+    }
+    r.extents[r.extent_count++] = *e;
+    missing -= std::min(missing, e->count);
+  }
+  if (error.ok()) return error;
+  // Undo: give back in-place growth and new extents.
+  for (uint32_t i = 0; i < r.extent_count; ++i) {
+    if (i < before.extent_count) {
+      const uint64_t extra = r.extents[i].count - before.extents[i].count;
+      if (extra > 0) alloc_.Release({before.extents[i].block + before.extents[i].count, extra});
+    } else {
+      alloc_.Release(r.extents[i]);
+    }
+  }
+  r = before;
+  return error;
+}
+
+absl::Status Pool::Truncate(uint64_t ino, uint64_t size, Transaction& txn,
+                            std::vector<uint64_t>& reclaim) {
+  Inode& in = *inodes_[ino];
+  auto& r = in.rec;
+  {
+    absl::MutexLock l(&in.mu);
+    FlushDirty(in);  // before the extents change under the dirty range
+  }
+  if (size > r.size) {
+    absl::Status s = Grow(in, size);
+    if (!s.ok()) return s;
+    r.size = size;  // the grown range is zero (format.h invariant)
+    return absl::OkStatus();
+  }
+  if (size == r.size) return absl::OkStatus();
+  const uint64_t old_size = r.size;
+  // Blocks past the new end go to a carrier orphan in the same transaction, which is
+  // zeroed and freed after the commit. Without a free inode for the carrier, the blocks
+  // stay with the file (zeroed) and are freed when it is.
+  const uint64_t keep = BlocksFor(size);
+  format::InodeRecord kept = r;
+  format::InodeRecord freed{};
+  kept.extent_count = 0;
+  uint64_t pos = 0;
+  for (uint32_t i = 0; i < r.extent_count; ++i) {
+    format::Extent e = r.extents[i];
+    if (pos + e.count <= keep) {
+      kept.extents[kept.extent_count++] = e;
+    } else if (pos >= keep) {
+      freed.extents[freed.extent_count++] = e;
+    } else {
+      const uint64_t head = keep - pos;
+      kept.extents[kept.extent_count++] = {e.block, head};
+      freed.extents[freed.extent_count++] = {e.block + head, e.count - head};
+    }
+    pos += e.count;
+  }
+  for (uint32_t i = kept.extent_count; i < format::kMaxExtents; ++i) kept.extents[i] = {};
+  if (freed.extent_count > 0 && !free_inodes_.empty()) {
+    auto carrier = NewInode(format::InodeType::kRegular, 0, Caller{});
+    Inode& c = *inodes_[*carrier];
+    c.rec.state = format::InodeState::kOrphan;
+    c.rec.nlink = 0;
+    c.rec.extent_count = freed.extent_count;
+    std::memcpy(c.rec.extents, freed.extents, sizeof(freed.extents));
+    txn.PutInode(sb_, *carrier, c.rec);
+    reclaim.push_back(*carrier);
+    r = kept;
+  }
+  r.size = size;
+  // Bytes past the new EOF must read as zero if the file grows again. Zeroed after the
+  // commit (the caller's), so a crash leaves the old size with old bytes or the new size
+  // (recovery re-zeroes past EOF).
+  pending_zero_ = {ino, size, std::min(old_size, AllocatedBlocks(r) * kBlockSize)};
+  return absl::OkStatus();
+}
+
+void Pool::ZeroPendingTail() {
+  const auto [ino, from, to] = pending_zero_;
+  pending_zero_ = {};
+  if (ino == 0 || to <= from) return;
+  Inode* in = Find(ino);
+  if (in == nullptr) return;
+  ForEachRun(in->rec, from, to - from, [&](uint64_t pool_off, uint64_t n, uint64_t) {
+    region_->Fill(pool_off, 0, n);
+    region_->Flush(pool_off, n);
+  });
+  region_->Drain();
+}
+
+absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char> out) {
+  absl::ReaderMutexLock l(&mu_);
+  auto in = Get(ino);
+  if (!in.ok()) return in.status();
+  const auto& r = (*in)->rec;
+  if (r.type == format::InodeType::kDirectory) return PosixError("read", EISDIR);
+  if (r.type != format::InodeType::kRegular) return PosixError("read", EINVAL);
+  absl::ReaderMutexLock il(&(*in)->mu);
+  if (offset >= r.size) return 0;
+  const uint64_t n = std::min<uint64_t>(out.size(), r.size - offset);
+  ForEachRun(r, offset, n, [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
+    std::memcpy(out.data() + pos, region_->data() + pool_off, len);
+  });
+  counters_.reads.fetch_add(1, std::memory_order_relaxed);
+  counters_.read_bytes.fetch_add(n, std::memory_order_relaxed);
+  return n;
+}
+
+absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
+                                   bool sync) {
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  const uint64_t len = data.size();
+  if (len == 0) return 0;
+  const uint64_t max_bytes = sb_.data_blocks * kBlockSize;
+  if (offset > max_bytes || len > max_bytes - offset) {
+    return PosixError(absl::StrCat("write at ", offset, " of ", len, " bytes"), EFBIG);
+  }
+  const uint64_t end = offset + len;
+  const bool persist = mode_ == DurabilityMode::kPmem || sync;
+  for (;;) {
+    {
+      absl::ReaderMutexLock l(&mu_);
+      auto inr = Get(ino);
+      if (!inr.ok()) return inr.status();
+      Inode& in = **inr;
+      if (in.rec.type == format::InodeType::kDirectory) return PosixError("write", EISDIR);
+      if (in.rec.type != format::InodeType::kRegular) return PosixError("write", EINVAL);
+      absl::MutexLock il(&in.mu);
+      if (AllocatedBlocks(in.rec) * kBlockSize >= end) {
+        const uint64_t old_size = in.rec.size;
+        ForEachRun(in.rec, offset, len, [&](uint64_t pool_off, uint64_t n, uint64_t pos) {
+          const char* src = data.data() + pos;
+          // Zero elision: allocated bytes past EOF already read as zero (format.h), so
+          // PostgreSQL's zero-fill of a new segment costs no stores.
+          if (offset + pos >= old_size && AllZero(src, n)) return;
+          region_->Store(pool_off, src, n);
+          if (persist) region_->Flush(pool_off, n);
+        });
+        if (end > old_size) {
+          in.rec.size = end;
+          in.size_dirty = true;
+        }
+        in.rec.mtime_ns = in.rec.ctime_ns = NowNs();
+        in.mtime_dirty = true;
+        counters_.writes.fetch_add(1, std::memory_order_relaxed);
+        counters_.write_bytes.fetch_add(len, std::memory_order_relaxed);
+        if (!persist) {
+          in.dirty_lo = std::min(in.dirty_lo, offset);
+          in.dirty_hi = std::max(in.dirty_hi, end);
+          return len;
+        }
+        region_->Drain();
+        if (sync) counters_.sync_writes.fetch_add(1, std::memory_order_relaxed);
+        if (in.size_dirty) {
+          absl::Status s = CommitRecord(ino, in);
+          if (!s.ok()) return s;
+        }
+        return len;
+      }
+    }
+    absl::MutexLock l(&mu_);
+    auto inr = Get(ino);
+    if (!inr.ok()) return inr.status();
+    absl::Status s = Grow(**inr, end);
+    if (!s.ok()) return s;
+    Transaction txn;
+    PutInode(txn, ino);
+    s = Commit(txn);
+    if (!s.ok()) return s;
+  }
+}
+
+void Pool::FlushDirty(Inode& in) {
+  if (in.dirty_hi <= in.dirty_lo) return;
+  ForEachRun(in.rec, in.dirty_lo, in.dirty_hi - in.dirty_lo,
+             [&](uint64_t pool_off, uint64_t n, uint64_t) { region_->Flush(pool_off, n); });
+  region_->Drain();
+  in.dirty_lo = UINT64_MAX;
+  in.dirty_hi = 0;
+}
+
+absl::Status Pool::CommitRecord(uint64_t ino, Inode& in) {
+  FlushDirty(in);
+  Transaction txn;
+  txn.PutInode(sb_, ino, in.rec);
+  in.size_dirty = in.mtime_dirty = false;
+  return Commit(txn);
+}
+
+absl::Status Pool::Fsync(InodeId ino, bool datasync) {
+  counters_.fsyncs.fetch_add(1, std::memory_order_relaxed);
+  if (read_only_) return absl::OkStatus();
+  absl::ReaderMutexLock l(&mu_);
+  auto inr = Get(ino);
+  if (!inr.ok()) return inr.status();
+  Inode& in = **inr;
+  absl::MutexLock il(&in.mu);
+  FlushDirty(in);
+  if (in.size_dirty || (!datasync && in.mtime_dirty)) return CommitRecord(ino, in);
+  return absl::OkStatus();
+}
+
+absl::Status Pool::FsyncDir(InodeId ino) {
+  counters_.fsyncdirs.fetch_add(1, std::memory_order_relaxed);
+  absl::ReaderMutexLock l(&mu_);
+  auto in = Get(ino);
+  if (!in.ok()) return in.status();
+  // Directory changes were committed (durably) when they were made.
+  return absl::OkStatus();
+}
+
+absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags) {
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  if (flags & ~kFallocateKeepSize) return PosixError("fallocate mode", EOPNOTSUPP);
+  if (length == 0) return PosixError("fallocate of 0 bytes", EINVAL);
+  const uint64_t max_bytes = sb_.data_blocks * kBlockSize;
+  if (offset > max_bytes || length > max_bytes - offset) {
+    return PosixError("fallocate beyond the pool", EFBIG);
+  }
+  absl::MutexLock l(&mu_);
+  auto inr = Get(ino);
+  if (!inr.ok()) return inr.status();
+  Inode& in = **inr;
+  if (in.rec.type == format::InodeType::kDirectory) return PosixError("fallocate", EISDIR);
+  if (in.rec.type != format::InodeType::kRegular) return PosixError("fallocate", ENODEV);
+  absl::Status s = Grow(in, offset + length);
+  if (!s.ok()) return s;
+  if (!(flags & kFallocateKeepSize) && offset + length > in.rec.size) {
+    in.rec.size = offset + length;
+    Touch(ino, true);
+  }
+  Transaction txn;
+  PutInode(txn, ino);
+  return Commit(txn);
+}
+
+}  // namespace walfs::core

@@ -1,0 +1,448 @@
+// Pool: namespace operations (names, links, directories, attributes).
+//
+// Each operation validates everything first, then changes the in-memory state and
+// builds one Transaction, then commits it: the change is atomic and durable on return.
+// Inodes that lose their last link and reference are reclaimed after mu_ is released,
+// since zeroing their blocks can take milliseconds.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/names.h"
+#include "core/pool.h"
+#include "core/status.h"
+
+namespace walfs::core {
+namespace {
+
+bool IsDir(const format::InodeRecord& r) { return r.type == format::InodeType::kDirectory; }
+
+uint32_t DirentType(format::InodeType t) {
+  switch (t) {
+    case format::InodeType::kDirectory: return S_IFDIR;
+    case format::InodeType::kSymlink: return S_IFLNK;
+    default: return S_IFREG;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Attr> Pool::Lookup(InodeId parent, std::string_view name) {
+  if (name.size() > format::kMaxNameLength) return PosixError("lookup", ENAMETOOLONG);
+  absl::ReaderMutexLock l(&mu_);
+  auto dir = GetDir(parent);
+  if (!dir.ok()) return dir.status();
+  uint64_t ino;
+  if (name == ".") {
+    ino = parent;
+  } else if (name == "..") {
+    ino = parent == format::kRootInode ? parent
+                                       : dirents_.at((*dir)->parent_slot).parent;
+  } else {
+    auto it = (*dir)->names.find(AsKey(name));
+    if (it == (*dir)->names.end()) return PosixError("lookup", ENOENT);
+    ino = dirents_.at(it->second).child;
+  }
+  Inode* in = inodes_[ino].get();
+  in->lookups.fetch_add(1);
+  absl::ReaderMutexLock il(&in->mu);
+  return MakeAttr(ino, *in);
+}
+
+void Pool::Forget(InodeId ino, uint64_t nlookup) {
+  bool reclaim = false;
+  {
+    absl::MutexLock l(&mu_);
+    Inode* in = Find(ino);
+    if (in == nullptr) return;
+    const uint64_t before = in->lookups.load();
+    in->lookups.store(before > nlookup ? before - nlookup : 0);
+    reclaim = before <= nlookup && in->rec.state == format::InodeState::kOrphan;
+  }
+  if (reclaim) Reclaim(ino);
+}
+
+absl::StatusOr<Attr> Pool::GetAttr(InodeId ino) {
+  absl::ReaderMutexLock l(&mu_);
+  auto in = Get(ino);
+  if (!in.ok()) return in.status();
+  absl::ReaderMutexLock il(&(*in)->mu);
+  return MakeAttr(ino, **in);
+}
+
+absl::StatusOr<Attr> Pool::Create(InodeId parent, std::string_view name, uint32_t mode,
+                                  const Caller& caller, bool exclusive) {
+  if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  absl::MutexLock l(&mu_);
+  auto dir = GetDir(parent);
+  if (!dir.ok()) return dir.status();
+  if (auto it = (*dir)->names.find(AsKey(name)); it != (*dir)->names.end()) {
+    if (exclusive) return PosixError(name, EEXIST);
+    const uint64_t ino = dirents_.at(it->second).child;
+    Inode* in = inodes_[ino].get();
+    if (IsDir(in->rec)) return PosixError(name, EISDIR);
+    in->lookups.fetch_add(1);
+    return MakeAttr(ino, *in);
+  }
+  auto slot = NewDirentSlot();
+  if (!slot.ok()) return slot.status();
+  auto ino = NewInode(format::InodeType::kRegular, mode, caller);
+  if (!ino.ok()) {
+    free_slots_.push_back(*slot);
+    return ino.status();
+  }
+  Inode& in = *inodes_[*ino];
+  if (IsWalSegmentName(name)) {
+    // A WAL segment gets its whole extent now, so its writes never allocate.
+    in.rec.flags |= format::kInodeFlagSegment;
+    absl::Status s = Grow(in, sb_.segment_size);
+    if (!s.ok()) {
+      inodes_[*ino].reset();
+      free_inodes_.push_back(*ino);
+      free_slots_.push_back(*slot);
+      return s;
+    }
+  }
+  Transaction txn;
+  AddName(*slot, parent, *ino, name);
+  PutDirent(txn, *slot, parent, *ino, name);
+  PutInode(txn, *ino);
+  Touch(parent, true);
+  PutInode(txn, parent);
+  absl::Status s = Commit(txn);
+  if (!s.ok()) return s;
+  in.lookups.fetch_add(1);
+  return MakeAttr(*ino, in);
+}
+
+absl::StatusOr<Attr> Pool::Mkdir(InodeId parent, std::string_view name, uint32_t mode,
+                                 const Caller& caller) {
+  if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  absl::MutexLock l(&mu_);
+  auto dir = GetDir(parent);
+  if (!dir.ok()) return dir.status();
+  if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
+  auto slot = NewDirentSlot();
+  if (!slot.ok()) return slot.status();
+  auto ino = NewInode(format::InodeType::kDirectory, mode, caller);
+  if (!ino.ok()) {
+    free_slots_.push_back(*slot);
+    return ino.status();
+  }
+  Transaction txn;
+  AddName(*slot, parent, *ino, name);
+  inodes_[*ino]->parent_slot = *slot;
+  PutDirent(txn, *slot, parent, *ino, name);
+  PutInode(txn, *ino);
+  ++(*dir)->rec.nlink;
+  Touch(parent, true);
+  PutInode(txn, parent);
+  absl::Status s = Commit(txn);
+  if (!s.ok()) return s;
+  inodes_[*ino]->lookups.fetch_add(1);
+  return MakeAttr(*ino, *inodes_[*ino]);
+}
+
+absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
+                                   std::string_view target, const Caller& caller) {
+  if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  if (target.empty()) return PosixError("symlink target", ENOENT);
+  if (target.size() > format::kMaxSymlinkTarget) {
+    return PosixError(absl::StrCat("symlink target longer than ", format::kMaxSymlinkTarget,
+                                   " bytes"),
+                      ENAMETOOLONG);
+  }
+  absl::MutexLock l(&mu_);
+  auto dir = GetDir(parent);
+  if (!dir.ok()) return dir.status();
+  if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
+  auto slot = NewDirentSlot();
+  if (!slot.ok()) return slot.status();
+  auto ino = NewInode(format::InodeType::kSymlink, 0777, caller);
+  if (!ino.ok()) {
+    free_slots_.push_back(*slot);
+    return ino.status();
+  }
+  Inode& in = *inodes_[*ino];
+  std::memcpy(in.rec.extents, target.data(), target.size());
+  in.rec.size = target.size();
+  Transaction txn;
+  AddName(*slot, parent, *ino, name);
+  PutDirent(txn, *slot, parent, *ino, name);
+  PutInode(txn, *ino);
+  Touch(parent, true);
+  PutInode(txn, parent);
+  absl::Status s = Commit(txn);
+  if (!s.ok()) return s;
+  in.lookups.fetch_add(1);
+  return MakeAttr(*ino, in);
+}
+
+absl::StatusOr<std::string> Pool::Readlink(InodeId ino) {
+  absl::ReaderMutexLock l(&mu_);
+  auto in = Get(ino);
+  if (!in.ok()) return in.status();
+  const auto& r = (*in)->rec;
+  if (r.type != format::InodeType::kSymlink) return PosixError("readlink", EINVAL);
+  return std::string(reinterpret_cast<const char*>(r.extents), r.size);
+}
+
+absl::StatusOr<Attr> Pool::Link(InodeId ino, InodeId new_parent, std::string_view new_name) {
+  if (absl::Status s = ValidateName(new_name); !s.ok()) return s;
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  absl::MutexLock l(&mu_);
+  auto in = Get(ino);
+  if (!in.ok()) return in.status();
+  if (IsDir((*in)->rec)) return PosixError("link to a directory", EPERM);
+  if ((*in)->rec.state != format::InodeState::kLive) return PosixError("link", ENOENT);
+  if ((*in)->rec.nlink >= 65000) return PosixError("link", EMLINK);
+  auto dir = GetDir(new_parent);
+  if (!dir.ok()) return dir.status();
+  if ((*dir)->names.contains(AsKey(new_name))) return PosixError(new_name, EEXIST);
+  auto slot = NewDirentSlot();
+  if (!slot.ok()) return slot.status();
+  Transaction txn;
+  AddName(*slot, new_parent, ino, new_name);
+  PutDirent(txn, *slot, new_parent, ino, new_name);
+  ++(*in)->rec.nlink;
+  Touch(ino, false);
+  PutInode(txn, ino);
+  Touch(new_parent, true);
+  PutInode(txn, new_parent);
+  absl::Status s = Commit(txn);
+  if (!s.ok()) return s;
+  (*in)->lookups.fetch_add(1);
+  return MakeAttr(ino, **in);
+}
+
+absl::Status Pool::Unlink(InodeId parent, std::string_view name) {
+  if (name.size() > format::kMaxNameLength) return PosixError("unlink", ENAMETOOLONG);
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  std::vector<uint64_t> reclaim;
+  {
+    absl::MutexLock l(&mu_);
+    auto dir = GetDir(parent);
+    if (!dir.ok()) return dir.status();
+    auto it = (*dir)->names.find(AsKey(name));
+    if (it == (*dir)->names.end()) return PosixError(name, ENOENT);
+    const uint64_t slot = it->second;
+    const uint64_t ino = dirents_.at(slot).child;
+    if (IsDir(inodes_[ino]->rec)) return PosixError(name, EISDIR);
+    Transaction txn;
+    DropName(slot);
+    free_slots_.push_back(slot);
+    txn.FreeDirent(sb_, slot);
+    DropLink(txn, ino, reclaim);
+    Touch(parent, true);
+    PutInode(txn, parent);
+    absl::Status s = Commit(txn);
+    if (!s.ok()) return s;
+  }
+  ReclaimAll(reclaim);
+  return absl::OkStatus();
+}
+
+absl::Status Pool::Rmdir(InodeId parent, std::string_view name) {
+  if (name.size() > format::kMaxNameLength) return PosixError("rmdir", ENAMETOOLONG);
+  if (name == ".") return PosixError("rmdir .", EINVAL);
+  if (name == "..") return PosixError("rmdir ..", ENOTEMPTY);
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  std::vector<uint64_t> reclaim;
+  {
+    absl::MutexLock l(&mu_);
+    auto dir = GetDir(parent);
+    if (!dir.ok()) return dir.status();
+    auto it = (*dir)->names.find(AsKey(name));
+    if (it == (*dir)->names.end()) return PosixError(name, ENOENT);
+    const uint64_t slot = it->second;
+    const uint64_t ino = dirents_.at(slot).child;
+    Inode& victim = *inodes_[ino];
+    if (!IsDir(victim.rec)) return PosixError(name, ENOTDIR);
+    if (!victim.names.empty()) return PosixError(name, ENOTEMPTY);
+    Transaction txn;
+    DropName(slot);
+    free_slots_.push_back(slot);
+    victim.parent_slot = UINT64_MAX;
+    txn.FreeDirent(sb_, slot);
+    DropLink(txn, ino, reclaim);
+    --(*dir)->rec.nlink;
+    Touch(parent, true);
+    PutInode(txn, parent);
+    absl::Status s = Commit(txn);
+    if (!s.ok()) return s;
+  }
+  ReclaimAll(reclaim);
+  return absl::OkStatus();
+}
+
+absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_parent,
+                          std::string_view new_name, uint32_t flags) {
+  if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  if (absl::Status s = ValidateName(new_name); !s.ok()) return s;
+  if ((flags & kRenameNoReplace) && (flags & kRenameExchange)) {
+    return PosixError("rename: NOREPLACE with EXCHANGE", EINVAL);
+  }
+  if (flags & ~(kRenameNoReplace | kRenameExchange)) return PosixError("rename", EINVAL);
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  std::vector<uint64_t> reclaim;
+  {
+    absl::MutexLock l(&mu_);
+    auto src_dir = GetDir(parent);
+    if (!src_dir.ok()) return src_dir.status();
+    auto dst_dir = GetDir(new_parent);
+    if (!dst_dir.ok()) return dst_dir.status();
+    auto sit = (*src_dir)->names.find(AsKey(name));
+    if (sit == (*src_dir)->names.end()) return PosixError(name, ENOENT);
+    const uint64_t src_slot = sit->second;
+    const uint64_t src_ino = dirents_.at(src_slot).child;
+    Inode& src = *inodes_[src_ino];
+    auto dit = (*dst_dir)->names.find(AsKey(new_name));
+    const bool target_exists = dit != (*dst_dir)->names.end();
+    const uint64_t dst_slot = target_exists ? dit->second : UINT64_MAX;
+    const uint64_t dst_ino = target_exists ? dirents_.at(dst_slot).child : 0;
+
+    if (parent == new_parent && name == new_name) return absl::OkStatus();
+    if ((flags & kRenameNoReplace) && target_exists) return PosixError(new_name, EEXIST);
+    if ((flags & kRenameExchange) && !target_exists) return PosixError(new_name, ENOENT);
+    // Moving a directory under itself would detach a cycle from the tree.
+    if (IsDir(src.rec) && parent != new_parent && IsAncestor(src_ino, new_parent)) {
+      return PosixError("rename a directory into its own subtree", EINVAL);
+    }
+    if (target_exists && src_ino == dst_ino) return absl::OkStatus();  // POSIX: no-op
+
+    Transaction txn;
+    if (flags & kRenameExchange) {
+      Inode& dst = *inodes_[dst_ino];
+      if (IsDir(dst.rec) && parent != new_parent && IsAncestor(dst_ino, parent)) {
+        return PosixError("exchange a directory into its own subtree", EINVAL);
+      }
+      dirents_[src_slot].child = dst_ino;
+      dirents_[dst_slot].child = src_ino;
+      if (IsDir(src.rec)) src.parent_slot = dst_slot;
+      if (IsDir(dst.rec)) dst.parent_slot = src_slot;
+      if (parent != new_parent && IsDir(src.rec) != IsDir(dst.rec)) {
+        const int delta = IsDir(src.rec) ? 1 : -1;
+        (*dst_dir)->rec.nlink += delta;
+        (*src_dir)->rec.nlink -= delta;
+      }
+      PutDirent(txn, src_slot, parent, dst_ino, name);
+      PutDirent(txn, dst_slot, new_parent, src_ino, new_name);
+      Touch(dst_ino, false);
+      PutInode(txn, dst_ino);
+    } else {
+      if (target_exists) {
+        Inode& dst = *inodes_[dst_ino];
+        if (IsDir(src.rec) && !IsDir(dst.rec)) return PosixError(new_name, ENOTDIR);
+        if (!IsDir(src.rec) && IsDir(dst.rec)) return PosixError(new_name, EISDIR);
+        if (IsDir(dst.rec) && !dst.names.empty()) return PosixError(new_name, ENOTEMPTY);
+        // The target's dirent now names the source; the source's dirent goes away.
+        dirents_[dst_slot].child = src_ino;
+        if (IsDir(dst.rec)) {
+          dst.parent_slot = UINT64_MAX;
+          --(*dst_dir)->rec.nlink;  // the replaced subdirectory's ".."
+        }
+        DropLink(txn, dst_ino, reclaim);
+        DropName(src_slot);
+        free_slots_.push_back(src_slot);
+        txn.FreeDirent(sb_, src_slot);
+        PutDirent(txn, dst_slot, new_parent, src_ino, new_name);
+        if (IsDir(src.rec)) src.parent_slot = dst_slot;
+      } else if (parent == new_parent) {
+        // Same directory: rename the entry in place, keeping its slot (and so its
+        // position for readdir scans in progress).
+        Inode& dir = **src_dir;
+        dir.names.erase(dirents_[src_slot].name);
+        dir.names[std::string(new_name)] = src_slot;
+        dirents_[src_slot].name = std::string(new_name);
+        PutDirent(txn, src_slot, parent, src_ino, new_name);
+      } else {
+        DropName(src_slot);
+        AddName(src_slot, new_parent, src_ino, new_name);
+        PutDirent(txn, src_slot, new_parent, src_ino, new_name);
+      }
+      if (IsDir(src.rec) && parent != new_parent) {
+        --(*src_dir)->rec.nlink;
+        ++(*dst_dir)->rec.nlink;
+      }
+    }
+    Touch(src_ino, false);
+    PutInode(txn, src_ino);
+    Touch(parent, true);
+    PutInode(txn, parent);
+    if (new_parent != parent) {
+      Touch(new_parent, true);
+      PutInode(txn, new_parent);
+    }
+    absl::Status s = Commit(txn);
+    if (!s.ok()) return s;
+  }
+  ReclaimAll(reclaim);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Attr> Pool::Setattr(InodeId ino, const SetattrRequest& request) {
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  std::vector<uint64_t> reclaim;
+  Attr attr;
+  {
+    absl::MutexLock l(&mu_);
+    auto in = Get(ino);
+    if (!in.ok()) return in.status();
+    auto& r = (*in)->rec;
+    Transaction txn;
+    if (request.size) {
+      if (IsDir(r)) return PosixError("truncate", EISDIR);
+      if (r.type != format::InodeType::kRegular) return PosixError("truncate", EINVAL);
+      absl::Status s = Truncate(ino, *request.size, txn, reclaim);
+      if (!s.ok()) return s;
+    }
+    if (request.mode) r.mode = (r.mode & S_IFMT) | (*request.mode & 07777);
+    if (request.uid) r.uid = *request.uid;
+    if (request.gid) r.gid = *request.gid;
+    if (request.atime_ns) r.atime_ns = *request.atime_ns;
+    Touch(ino, request.size.has_value());
+    if (request.mtime_ns) r.mtime_ns = *request.mtime_ns;
+    PutInode(txn, ino);
+    absl::Status s = Commit(txn);
+    if (!s.ok()) return s;
+    ZeroPendingTail();
+    attr = MakeAttr(ino, **in);
+  }
+  ReclaimAll(reclaim);
+  return attr;
+}
+
+absl::Status Pool::Readdir(InodeId ino, uint64_t cookie,
+                           const std::function<bool(const DirEntry&)>& fn) {
+  absl::ReaderMutexLock l(&mu_);
+  auto dir = Get(ino);
+  if (!dir.ok()) return dir.status();
+  if (!IsDir((*dir)->rec)) return PosixError("readdir", ENOTDIR);
+  // Cookies: 1 after ".", 2 after "..", slot + 3 after the entry in that slot. Slots
+  // never move while an entry lives, so a scan resumes exactly where it stopped.
+  if (cookie == 0) {
+    if (!fn(DirEntry{".", ino, S_IFDIR, 1})) return absl::OkStatus();
+    cookie = 1;
+  }
+  if (cookie == 1) {
+    const uint64_t up = ino == format::kRootInode || (*dir)->parent_slot == UINT64_MAX
+                            ? ino
+                            : dirents_.at((*dir)->parent_slot).parent;
+    if (!fn(DirEntry{"..", up, S_IFDIR, 2})) return absl::OkStatus();
+    cookie = 2;
+  }
+  const auto& slots = (*dir)->slots;
+  for (auto it = slots.lower_bound(cookie - 2); it != slots.end(); ++it) {
+    const Dirent& d = dirents_.at(*it);
+    const DirEntry e{d.name, d.child, DirentType(inodes_[d.child]->rec.type), *it + 3};
+    if (!fn(e)) break;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace walfs::core

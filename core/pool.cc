@@ -1,0 +1,547 @@
+// Pool: open, validation, recovery, and the metadata helpers shared by every operation.
+#include "core/pool.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "absl/strings/str_cat.h"
+#include "core/crc32c.h"
+#include "core/names.h"
+#include "core/status.h"
+
+namespace walfs::core {
+namespace {
+
+using format::kBlockSize;
+
+bool AllZero(const char* p, size_t n) {
+  return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
+}
+
+uint32_t TypeBits(format::InodeType t) {
+  switch (t) {
+    case format::InodeType::kRegular: return S_IFREG;
+    case format::InodeType::kDirectory: return S_IFDIR;
+    case format::InodeType::kSymlink: return S_IFLNK;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+int64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+Pool::Pool(std::unique_ptr<PersistentRegion> region, const format::Superblock& sb,
+           const OpenOptions& options)
+    : region_(std::move(region)),
+      sb_(sb),
+      mode_(region_->is_pmem() ? DurabilityMode::kPmem : DurabilityMode::kMsync),
+      read_only_(options.read_only),
+      alloc_(sb.data_blocks) {}
+
+Pool::~Pool() = default;
+
+absl::StatusOr<std::unique_ptr<Pool>> Pool::Open(std::unique_ptr<PersistentRegion> region,
+                                                 const OpenOptions& options) {
+  if (region->size() < 2 * kBlockSize) {
+    return absl::DataLossError(absl::StrCat("pool is ", region->size(),
+                                            " bytes: too small to hold a superblock"));
+  }
+  format::Superblock sbs[2];
+  absl::Status errors[2];
+  for (int i = 0; i < 2; ++i) {
+    std::memcpy(&sbs[i], region->data() + format::kSuperblockOffset[i], sizeof(sbs[i]));
+    errors[i] = ValidateSuperblock(sbs[i], region->size());
+  }
+  if (!errors[0].ok() && !errors[1].ok()) {
+    if (sbs[0].magic != format::kSuperblockMagic && sbs[1].magic != format::kSuperblockMagic) {
+      return absl::DataLossError("not a walfs pool (no superblock magic; run mkfs.walfs)");
+    }
+    return absl::DataLossError(absl::StrCat("both superblocks are damaged: A: ",
+                                            errors[0].message(), "; B: ",
+                                            errors[1].message()));
+  }
+  // One bad copy is survivable, but we refuse to run on a pool that is already damaged:
+  // fsck.walfs --repair restores it from the good copy.
+  for (int i = 0; i < 2; ++i) {
+    if (!errors[i].ok()) {
+      return absl::DataLossError(absl::StrCat("superblock ", i == 0 ? "A" : "B",
+                                              " (offset ", format::kSuperblockOffset[i],
+                                              ") is damaged: ", errors[i].message(),
+                                              "; run fsck.walfs --repair"));
+    }
+  }
+  if (std::memcmp(&sbs[0], &sbs[1], sizeof(sbs[0])) != 0) {
+    return absl::DataLossError(
+        "superblocks A and B differ; run fsck.walfs --repair");
+  }
+  std::unique_ptr<Pool> pool(new Pool(std::move(region), sbs[0], options));
+  auto replay = Journal::Replay(*pool->region_, pool->sb_, !options.read_only);
+  if (!replay.ok()) return replay.status();
+  if (replay->replayed) pool->counters_.journal_replays.fetch_add(1);
+  absl::Status s = pool->Load(*replay);
+  if (!s.ok()) return s;
+  {
+    absl::MutexLock l(&pool->journal_mu_);
+    pool->journal_ = std::make_unique<Journal>(*pool->region_, pool->sb_,
+                                               replay->sequence + 1);
+  }
+  if (!options.read_only) {
+    s = pool->Recover();
+    if (!s.ok()) return s;
+  }
+  return pool;
+}
+
+absl::Status Pool::Load(const Journal::ReplayResult& replay) {
+  // A read-only open does not apply the journal, so it reads through it instead.
+  absl::flat_hash_map<uint64_t, const char*> overlay;
+  if (read_only_) {
+    for (const auto& [off, bytes] : replay.images) overlay[off] = bytes.data();
+  }
+  absl::MutexLock l(&mu_);
+  next_generation_ = std::max<uint64_t>(next_generation_, replay.sequence + 1);
+  absl::Status s = LoadInodes(overlay);
+  if (!s.ok()) return s;
+  s = LoadDirents(overlay);
+  if (!s.ok()) return s;
+  return CheckTree();
+}
+
+absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay) {
+  inodes_.resize(sb_.inode_count);
+  const uint64_t data_bytes = sb_.data_blocks * kBlockSize;
+  for (uint64_t ino = sb_.inode_count - 1; ino >= 1; --ino) {
+    const uint64_t off = sb_.inode_table_offset + ino * format::kInodeSize;
+    const auto ov = overlay.find(off);
+    const char* raw = ov != overlay.end() ? ov->second : region_->data() + off;
+    if (AllZero(raw, format::kInodeSize)) {
+      if (ino == format::kRootInode) {
+        return absl::DataLossError("root inode (1) is free");
+      }
+      free_inodes_.push_back(ino);
+      continue;
+    }
+    auto where = [&] { return absl::StrCat("inode ", ino, " (offset ", off, "): "); };
+    format::InodeRecord rec;
+    std::memcpy(&rec, raw, sizeof(rec));
+    if (RecordCrc(&rec, sizeof(rec)) != rec.crc) {
+      return absl::DataLossError(absl::StrCat(where(), "checksum mismatch"));
+    }
+    if (rec.state != format::InodeState::kLive && rec.state != format::InodeState::kOrphan) {
+      return absl::DataLossError(
+          absl::StrCat(where(), "invalid state ", static_cast<int>(rec.state)));
+    }
+    const uint32_t type_bits = TypeBits(rec.type);
+    if (type_bits == 0 || (rec.mode & S_IFMT) != type_bits) {
+      return absl::DataLossError(absl::StrCat(where(), "invalid type/mode"));
+    }
+    if (rec.extent_count > format::kMaxExtents ||
+        (rec.type != format::InodeType::kRegular && rec.extent_count != 0)) {
+      return absl::DataLossError(
+          absl::StrCat(where(), "invalid extent count ", rec.extent_count));
+    }
+    for (uint32_t i = 0; i < rec.extent_count; ++i) {
+      absl::Status s = alloc_.Reserve(rec.extents[i]);
+      if (!s.ok()) return absl::DataLossError(absl::StrCat(where(), s.message()));
+    }
+    const uint64_t limit = rec.type == format::InodeType::kSymlink
+                               ? format::kMaxSymlinkTarget
+                               : AllocatedBlocks(rec) * kBlockSize;
+    if (rec.type != format::InodeType::kDirectory && rec.size > limit) {
+      return absl::DataLossError(absl::StrCat(where(), "size ", rec.size,
+                                              " exceeds its allocation of ", limit));
+    }
+    if (rec.size > data_bytes) {
+      return absl::DataLossError(absl::StrCat(where(), "size ", rec.size, " exceeds the pool"));
+    }
+    if (ino == format::kRootInode && (rec.type != format::InodeType::kDirectory ||
+                                      rec.state != format::InodeState::kLive)) {
+      return absl::DataLossError("root inode (1) is not a live directory");
+    }
+    auto in = std::make_unique<Inode>();
+    in->rec = rec;
+    next_generation_ = std::max(next_generation_, rec.generation + 1);
+    inodes_[ino] = std::move(in);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Pool::LoadDirents(const absl::flat_hash_map<uint64_t, const char*>& overlay) {
+  for (uint64_t slot = sb_.dirent_count; slot-- > 0;) {
+    const uint64_t off = sb_.dirent_table_offset + slot * format::kDirentSize;
+    const auto ov = overlay.find(off);
+    const char* raw = ov != overlay.end() ? ov->second : region_->data() + off;
+    if (AllZero(raw, format::kDirentSize)) {
+      free_slots_.push_back(slot);
+      continue;
+    }
+    auto where = [&] { return absl::StrCat("directory entry ", slot, " (offset ", off, "): "); };
+    format::DirentRecord d;
+    std::memcpy(&d, raw, sizeof(d));
+    if (RecordCrc(&d, sizeof(d)) != d.crc) {
+      return absl::DataLossError(absl::StrCat(where(), "checksum mismatch"));
+    }
+    if (d.in_use != 1 || d.name_length == 0 || d.name_length > format::kMaxNameLength) {
+      return absl::DataLossError(absl::StrCat(where(), "invalid header"));
+    }
+    const std::string_view name(d.name, d.name_length);
+    if (!ValidateName(name).ok()) {
+      return absl::DataLossError(absl::StrCat(where(), "invalid name"));
+    }
+    Inode* parent = Find(d.parent);
+    if (parent == nullptr || parent->rec.type != format::InodeType::kDirectory ||
+        parent->rec.state != format::InodeState::kLive) {
+      return absl::DataLossError(
+          absl::StrCat(where(), "parent ", d.parent, " is not a live directory"));
+    }
+    Inode* child = Find(d.child);
+    if (child == nullptr || child->rec.state != format::InodeState::kLive ||
+        d.child == format::kRootInode) {
+      return absl::DataLossError(
+          absl::StrCat(where(), "names inode ", d.child, ", which is not live"));
+    }
+    if (child->rec.type != d.type) {
+      return absl::DataLossError(absl::StrCat(where(), "type differs from inode ", d.child));
+    }
+    if (parent->names.contains(AsKey(name))) {
+      return absl::DataLossError(absl::StrCat(where(), "duplicate name \"", AsKey(name),
+                                              "\" in directory ", d.parent));
+    }
+    if (child->rec.type == format::InodeType::kDirectory) {
+      if (child->parent_slot != UINT64_MAX) {
+        return absl::DataLossError(
+            absl::StrCat(where(), "directory ", d.child, " has more than one name"));
+      }
+      child->parent_slot = slot;
+    }
+    AddName(slot, d.parent, d.child, name);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Pool::CheckTree() {
+  // Link counts and reachability: every live inode but the root is named, with nlink
+  // matching its names; every directory's chain of parents reaches the root.
+  absl::flat_hash_map<uint64_t, uint32_t> names;
+  absl::flat_hash_map<uint64_t, uint32_t> subdirs;
+  for (const auto& [slot, d] : dirents_) {
+    ++names[d.child];
+    if (inodes_[d.child]->rec.type == format::InodeType::kDirectory) ++subdirs[d.parent];
+  }
+  for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
+    const Inode* in = inodes_[ino].get();
+    if (in == nullptr) continue;
+    const auto& rec = in->rec;
+    if (rec.state == format::InodeState::kOrphan) {
+      if (names[ino] != 0) {
+        return absl::DataLossError(absl::StrCat("inode ", ino, " is an orphan but is named"));
+      }
+      continue;
+    }
+    uint32_t expected;
+    if (rec.type == format::InodeType::kDirectory) {
+      expected = 2 + subdirs[ino];
+      if (ino != format::kRootInode && names[ino] != 1) {
+        return absl::DataLossError(absl::StrCat("directory ", ino, " is not reachable"));
+      }
+      // Walk to the root; more steps than inodes means a cycle.
+      uint64_t cur = ino;
+      for (uint64_t steps = 0; cur != format::kRootInode; ++steps) {
+        if (steps > inodes_.size()) {
+          return absl::DataLossError(absl::StrCat("directory ", ino, " is in a cycle"));
+        }
+        cur = dirents_.at(inodes_[cur]->parent_slot).parent;
+      }
+    } else {
+      expected = names[ino];
+      if (expected == 0) {
+        return absl::DataLossError(absl::StrCat("inode ", ino, " is live but has no name"));
+      }
+    }
+    if (rec.nlink != expected) {
+      return absl::DataLossError(absl::StrCat("inode ", ino, " has link count ", rec.nlink,
+                                              " but ", expected, " links"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Pool::Recover() {
+  // Orphans: nothing is open after a restart, so all of them go.
+  std::vector<uint64_t> orphans;
+  {
+    absl::MutexLock l(&mu_);
+    for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
+      Inode* in = inodes_[ino].get();
+      if (in == nullptr) continue;
+      if (in->rec.state == format::InodeState::kOrphan) {
+        orphans.push_back(ino);
+        continue;
+      }
+      // An unacknowledged write may have reached media beyond the durable size: restore
+      // the invariant that allocated bytes past EOF read as zero.
+      if (in->rec.type != format::InodeType::kRegular) continue;
+      const uint64_t allocated = AllocatedBlocks(in->rec) * kBlockSize;
+      ForEachRun(in->rec, in->rec.size, allocated - in->rec.size,
+                 [&](uint64_t pool_off, uint64_t n, uint64_t) {
+                   if (!AllZero(region_->data() + pool_off, n)) {
+                     region_->Fill(pool_off, 0, n);
+                     region_->Flush(pool_off, n);
+                   }
+                 });
+    }
+    region_->Drain();
+  }
+  ReclaimAll(orphans);
+  return absl::OkStatus();
+}
+
+Pool::Inode* Pool::Find(InodeId ino) const {
+  if (ino == 0 || ino >= inodes_.size()) return nullptr;
+  return inodes_[ino].get();
+}
+
+absl::StatusOr<Pool::Inode*> Pool::Get(InodeId ino) const {
+  Inode* in = Find(ino);
+  if (in == nullptr) return PosixError(absl::StrCat("inode ", ino), ESTALE);
+  return in;
+}
+
+absl::StatusOr<Pool::Inode*> Pool::GetDir(InodeId ino) const {
+  auto in = Get(ino);
+  if (!in.ok()) return in;
+  if ((*in)->rec.type != format::InodeType::kDirectory) {
+    return PosixError(absl::StrCat("inode ", ino), ENOTDIR);
+  }
+  if ((*in)->rec.state != format::InodeState::kLive) {
+    return PosixError(absl::StrCat("directory ", ino, " was removed"), ENOENT);
+  }
+  return in;
+}
+
+absl::Status Pool::Writable() const {
+  if (read_only_) return PosixError("pool opened read-only", EROFS);
+  return absl::OkStatus();
+}
+
+Attr Pool::MakeAttr(InodeId ino, const Inode& in) const {
+  const auto& r = in.rec;
+  Attr a;
+  a.ino = ino;
+  a.generation = r.generation;
+  a.mode = r.mode;
+  a.nlink = r.nlink;
+  a.uid = r.uid;
+  a.gid = r.gid;
+  a.size = r.type == format::InodeType::kDirectory ? kBlockSize : r.size;
+  a.blocks = AllocatedBlocks(r) * (kBlockSize / 512);
+  a.atime_ns = r.atime_ns;
+  a.mtime_ns = r.mtime_ns;
+  a.ctime_ns = r.ctime_ns;
+  return a;
+}
+
+absl::StatusOr<uint64_t> Pool::NewInode(format::InodeType type, uint32_t mode,
+                                        const Caller& c) {
+  if (free_inodes_.empty()) return PosixError("no free inodes", ENOSPC);
+  const uint64_t ino = free_inodes_.back();
+  free_inodes_.pop_back();
+  auto in = std::make_unique<Inode>();
+  auto& r = in->rec;
+  r.state = format::InodeState::kLive;
+  r.type = type;
+  r.generation = next_generation_++;
+  r.mode = TypeBits(type) | (mode & 07777);
+  r.uid = c.uid;
+  r.gid = c.gid;
+  r.nlink = type == format::InodeType::kDirectory ? 2 : 1;
+  r.atime_ns = r.mtime_ns = r.ctime_ns = NowNs();
+  inodes_[ino] = std::move(in);
+  return ino;
+}
+
+absl::StatusOr<uint64_t> Pool::NewDirentSlot() {
+  if (free_slots_.empty()) return PosixError("directory entry table is full", ENOSPC);
+  const uint64_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  return slot;
+}
+
+void Pool::PutDirent(Transaction& txn, uint64_t slot, uint64_t parent, uint64_t child,
+                     std::string_view name) {
+  format::DirentRecord d{};
+  d.in_use = 1;
+  d.type = inodes_[child]->rec.type;
+  d.name_length = static_cast<uint16_t>(name.size());
+  d.parent = parent;
+  d.child = child;
+  std::memcpy(d.name, name.data(), name.size());
+  txn.PutDirent(sb_, slot, d);
+}
+
+void Pool::AddName(uint64_t slot, uint64_t parent, uint64_t child, std::string_view name) {
+  Inode* p = inodes_[parent].get();
+  p->names[std::string(name)] = slot;
+  p->slots.insert(slot);
+  dirents_[slot] = Dirent{parent, child, std::string(name)};
+}
+
+void Pool::DropName(uint64_t slot) {
+  auto it = dirents_.find(slot);
+  Inode* p = inodes_[it->second.parent].get();
+  p->names.erase(it->second.name);
+  p->slots.erase(slot);
+  dirents_.erase(it);
+}
+
+void Pool::PutInode(Transaction& txn, uint64_t ino) {
+  Inode& in = *inodes_[ino];
+  absl::MutexLock l(&in.mu);
+  FlushDirty(in);
+  in.size_dirty = in.mtime_dirty = false;
+  txn.PutInode(sb_, ino, in.rec);
+}
+
+absl::Status Pool::Commit(const Transaction& txn) {
+  absl::MutexLock l(&journal_mu_);
+  absl::Status s = journal_->Commit(txn);
+  if (s.ok()) counters_.journal_commits.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
+void Pool::Touch(uint64_t ino, bool mtime) {
+  auto& r = inodes_[ino]->rec;
+  r.ctime_ns = NowNs();
+  if (mtime) r.mtime_ns = r.ctime_ns;
+}
+
+void Pool::DropLink(Transaction& txn, uint64_t ino, std::vector<uint64_t>& reclaim) {
+  Inode& in = *inodes_[ino];
+  auto& r = in.rec;
+  if (r.type == format::InodeType::kDirectory) {
+    r.nlink = 0;
+  } else {
+    --r.nlink;
+  }
+  Touch(ino, false);
+  if (r.nlink == 0) {
+    r.state = format::InodeState::kOrphan;
+    if (in.lookups.load() == 0) reclaim.push_back(ino);
+  }
+  PutInode(txn, ino);
+}
+
+bool Pool::IsAncestor(uint64_t dir, uint64_t of) const {
+  for (uint64_t cur = of;;) {
+    if (cur == dir) return true;
+    if (cur == format::kRootInode) return false;
+    cur = dirents_.at(inodes_[cur]->parent_slot).parent;
+  }
+}
+
+void Pool::ReclaimAll(const std::vector<uint64_t>& inos) {
+  for (uint64_t ino : inos) Reclaim(ino);
+}
+
+void Pool::Reclaim(uint64_t ino) {
+  format::InodeRecord rec;
+  {
+    absl::MutexLock l(&mu_);
+    Inode* in = Find(ino);
+    if (in == nullptr || in->reclaiming || in->rec.state != format::InodeState::kOrphan ||
+        in->lookups.load() != 0) {
+      return;
+    }
+    in->reclaiming = true;
+    rec = in->rec;
+  }
+  // The orphan owns its extents until the commit below, so nobody else touches them and
+  // the zeroing runs without locks. A crash before the commit leaves the orphan in place
+  // and the next open zeroes it again.
+  uint64_t blocks = 0;
+  for (uint32_t i = 0; i < rec.extent_count; ++i) {
+    const auto& e = rec.extents[i];
+    const uint64_t off = sb_.data_offset + e.block * kBlockSize;
+    region_->Fill(off, 0, e.count * kBlockSize);
+    region_->Flush(off, e.count * kBlockSize);
+    blocks += e.count;
+  }
+  region_->Drain();
+  absl::MutexLock l(&mu_);
+  Transaction txn;
+  txn.FreeInode(sb_, ino);
+  if (!Commit(txn).ok()) return;  // stays an orphan; reclaimed at the next open
+  for (uint32_t i = 0; i < rec.extent_count; ++i) alloc_.Release(rec.extents[i]);
+  inodes_[ino].reset();
+  free_inodes_.push_back(ino);
+  counters_.orphans_reclaimed.fetch_add(1, std::memory_order_relaxed);
+  counters_.zeroed_blocks.fetch_add(blocks, std::memory_order_relaxed);
+}
+
+FsStats Pool::Statfs() {
+  absl::ReaderMutexLock l(&mu_);
+  FsStats s;
+  s.block_size = kBlockSize;
+  s.total_blocks = sb_.data_blocks;
+  s.free_blocks = alloc_.free_blocks();
+  s.total_inodes = sb_.inode_count - 1;
+  s.free_inodes = free_inodes_.size();
+  return s;
+}
+
+Counters Pool::counters() const {
+  Counters c;
+  const auto& a = counters_;
+  c.writes = a.writes.load();
+  c.write_bytes = a.write_bytes.load();
+  c.reads = a.reads.load();
+  c.read_bytes = a.read_bytes.load();
+  c.fsyncs = a.fsyncs.load();
+  c.fsyncdirs = a.fsyncdirs.load();
+  c.sync_writes = a.sync_writes.load();
+  c.journal_commits = a.journal_commits.load();
+  c.journal_replays = a.journal_replays.load();
+  c.orphans_reclaimed = a.orphans_reclaimed.load();
+  c.zeroed_blocks = a.zeroed_blocks.load();
+  return c;
+}
+
+absl::Status Pool::Close() {
+  if (read_only_) return absl::OkStatus();
+  std::vector<uint64_t> orphans;
+  {
+    absl::MutexLock l(&mu_);
+    Transaction txn;
+    for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
+      Inode* in = inodes_[ino].get();
+      if (in == nullptr) continue;
+      // The kernel's references end with the mount.
+      in->lookups.store(0);
+      if (in->rec.state == format::InodeState::kOrphan) orphans.push_back(ino);
+      bool dirty;
+      {
+        absl::MutexLock il(&in->mu);
+        dirty = in->size_dirty || in->mtime_dirty || in->dirty_hi > in->dirty_lo;
+      }
+      if (dirty) {
+        Transaction one;
+        PutInode(one, ino);
+        absl::Status s = Commit(one);
+        if (!s.ok()) return s;
+      }
+    }
+  }
+  ReclaimAll(orphans);
+  return absl::OkStatus();
+}
+
+}  // namespace walfs::core

@@ -1,0 +1,88 @@
+// WalDirectory: the public face of Pool.
+#include "core/wal_directory.h"
+
+#include "core/pool.h"
+
+namespace walfs::core {
+
+std::string_view DurabilityModeName(DurabilityMode mode) {
+  return mode == DurabilityMode::kPmem ? "pmem" : "msync";
+}
+
+absl::StatusOr<std::unique_ptr<WalDirectory>> WalDirectory::Open(
+    std::unique_ptr<PersistentRegion> region, const OpenOptions& options) {
+  auto pool = Pool::Open(std::move(region), options);
+  if (!pool.ok()) return pool.status();
+  return std::unique_ptr<WalDirectory>(new WalDirectory(std::move(*pool)));
+}
+
+WalDirectory::WalDirectory(std::unique_ptr<Pool> pool) : pool_(std::move(pool)) {}
+WalDirectory::~WalDirectory() = default;
+
+DurabilityMode WalDirectory::mode() const { return pool_->mode(); }
+const format::Superblock& WalDirectory::superblock() const { return pool_->superblock(); }
+const PersistentRegion& WalDirectory::region() const { return pool_->region(); }
+
+absl::StatusOr<Attr> WalDirectory::Lookup(InodeId parent, std::string_view name) {
+  return pool_->Lookup(parent, name);
+}
+void WalDirectory::Forget(InodeId ino, uint64_t nlookup) { pool_->Forget(ino, nlookup); }
+absl::StatusOr<Attr> WalDirectory::GetAttr(InodeId ino) { return pool_->GetAttr(ino); }
+absl::StatusOr<Attr> WalDirectory::Setattr(InodeId ino, const SetattrRequest& request) {
+  return pool_->Setattr(ino, request);
+}
+absl::StatusOr<Attr> WalDirectory::Create(InodeId parent, std::string_view name,
+                                          uint32_t mode, const Caller& caller,
+                                          bool exclusive) {
+  return pool_->Create(parent, name, mode, caller, exclusive);
+}
+absl::StatusOr<Attr> WalDirectory::Mkdir(InodeId parent, std::string_view name,
+                                         uint32_t mode, const Caller& caller) {
+  return pool_->Mkdir(parent, name, mode, caller);
+}
+absl::StatusOr<Attr> WalDirectory::Symlink(InodeId parent, std::string_view name,
+                                           std::string_view target, const Caller& caller) {
+  return pool_->Symlink(parent, name, target, caller);
+}
+absl::StatusOr<std::string> WalDirectory::Readlink(InodeId ino) {
+  return pool_->Readlink(ino);
+}
+absl::StatusOr<Attr> WalDirectory::Link(InodeId ino, InodeId new_parent,
+                                        std::string_view new_name) {
+  return pool_->Link(ino, new_parent, new_name);
+}
+absl::Status WalDirectory::Unlink(InodeId parent, std::string_view name) {
+  return pool_->Unlink(parent, name);
+}
+absl::Status WalDirectory::Rmdir(InodeId parent, std::string_view name) {
+  return pool_->Rmdir(parent, name);
+}
+absl::Status WalDirectory::Rename(InodeId parent, std::string_view name, InodeId new_parent,
+                                  std::string_view new_name, uint32_t flags) {
+  return pool_->Rename(parent, name, new_parent, new_name, flags);
+}
+absl::StatusOr<size_t> WalDirectory::Read(InodeId ino, uint64_t offset,
+                                          absl::Span<char> out) {
+  return pool_->Read(ino, offset, out);
+}
+absl::StatusOr<size_t> WalDirectory::Write(InodeId ino, uint64_t offset,
+                                           absl::Span<const char> data, bool sync) {
+  return pool_->Write(ino, offset, data, sync);
+}
+absl::Status WalDirectory::Fsync(InodeId ino, bool datasync) {
+  return pool_->Fsync(ino, datasync);
+}
+absl::Status WalDirectory::FsyncDir(InodeId ino) { return pool_->FsyncDir(ino); }
+absl::Status WalDirectory::Fallocate(InodeId ino, uint64_t offset, uint64_t length,
+                                     uint32_t flags) {
+  return pool_->Fallocate(ino, offset, length, flags);
+}
+absl::Status WalDirectory::Readdir(InodeId ino, uint64_t cookie,
+                                   const std::function<bool(const DirEntry&)>& fn) {
+  return pool_->Readdir(ino, cookie, fn);
+}
+FsStats WalDirectory::Statfs() { return pool_->Statfs(); }
+Counters WalDirectory::counters() const { return pool_->counters(); }
+absl::Status WalDirectory::Close() { return pool_->Close(); }
+
+}  // namespace walfs::core

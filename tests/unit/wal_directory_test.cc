@@ -1,0 +1,521 @@
+#include "core/wal_directory.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/format.h"
+#include "core/status.h"
+#include "tests/unit/test_pool.h"
+
+namespace walfs::core {
+namespace {
+
+using testing::Bytes;
+using testing::FormattedImage;
+using testing::kTestSegment;
+using testing::OpenImage;
+
+constexpr Caller kUser{1000, 1000};
+constexpr char kSeg[] = "000000010000000000000001";
+
+int Errno(const absl::Status& s) { return ErrnoFromStatus(s); }
+template <typename T>
+int Errno(const absl::StatusOr<T>& s) {
+  return ErrnoFromStatus(s.status());
+}
+
+std::set<std::string> List(WalDirectory& d, InodeId dir) {
+  std::set<std::string> names;
+  EXPECT_TRUE(d.Readdir(dir, 0, [&](const DirEntry& e) {
+                 names.insert(std::string(e.name));
+                 return true;
+               }).ok());
+  return names;
+}
+
+std::string ReadAll(WalDirectory& d, InodeId ino) {
+  auto attr = d.GetAttr(ino);
+  EXPECT_TRUE(attr.ok());
+  std::string out(attr->size, '\0');
+  auto n = d.Read(ino, 0, absl::MakeSpan(out));
+  EXPECT_TRUE(n.ok());
+  EXPECT_EQ(*n, out.size());
+  return out;
+}
+
+class WalDirectoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = OpenImage(FormattedImage(), true, &bytes_); }
+  // Simulates a restart: reopen whatever the region holds now.
+  void Reopen(bool pmem = true) {
+    std::string image = *bytes_;
+    dir_.reset();
+    dir_ = OpenImage(std::move(image), pmem, &bytes_);
+    ASSERT_NE(dir_, nullptr);
+  }
+  std::unique_ptr<WalDirectory> dir_;
+  std::string* bytes_ = nullptr;
+};
+
+TEST_F(WalDirectoryTest, FreshRootListsOnlyDotEntries) {
+  EXPECT_EQ(List(*dir_, kRootInode), (std::set<std::string>{".", ".."}));
+  auto root = dir_->GetAttr(kRootInode);
+  ASSERT_TRUE(root.ok());
+  EXPECT_TRUE(S_ISDIR(root->mode));
+  EXPECT_EQ(root->nlink, 2u);
+  FsStats st = dir_->Statfs();
+  EXPECT_EQ(st.free_blocks, st.total_blocks);
+  EXPECT_EQ(st.block_size, 4096u);
+  EXPECT_EQ(st.free_inodes, st.total_inodes - 1);
+}
+
+TEST_F(WalDirectoryTest, CreateWriteReadAndOwner) {
+  auto f = dir_->Create(kRootInode, "a.history", 0600, kUser, true);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->uid, 1000u);
+  EXPECT_EQ(f->gid, 1000u);
+  EXPECT_EQ(f->mode, S_IFREG | 0600u);
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("hello world"), false).ok());
+  EXPECT_EQ(ReadAll(*dir_, f->ino), "hello world");
+  EXPECT_EQ(Errno(dir_->Create(kRootInode, "a.history", 0600, kUser, true)), EEXIST);
+  auto again = dir_->Create(kRootInode, "a.history", 0600, kUser, false);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->ino, f->ino);
+  auto looked = dir_->Lookup(kRootInode, "a.history");
+  ASSERT_TRUE(looked.ok());
+  EXPECT_EQ(looked->size, 11u);
+  EXPECT_EQ(Errno(dir_->Lookup(kRootInode, "missing")), ENOENT);
+}
+
+TEST_F(WalDirectoryTest, SegmentGetsWholeExtentSmallFileDoesNot) {
+  const uint64_t free0 = dir_->Statfs().free_blocks;
+  auto seg = dir_->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(seg.ok());
+  EXPECT_EQ(seg->size, 0u);
+  EXPECT_EQ(seg->blocks, kTestSegment / 512);
+  EXPECT_EQ(dir_->Statfs().free_blocks, free0 - kTestSegment / 4096);
+  auto tmp = dir_->Create(kRootInode, "xlogtemp.1234", 0600, kUser, true);
+  ASSERT_TRUE(tmp.ok());
+  EXPECT_EQ(tmp->blocks, kTestSegment / 512);
+  auto ready = dir_->Create(kRootInode, "x.ready", 0600, kUser, true);
+  ASSERT_TRUE(ready.ok());
+  EXPECT_EQ(ready->blocks, 0u);
+  ASSERT_TRUE(dir_->Write(ready->ino, 0, Bytes("x"), false).ok());
+  EXPECT_EQ(dir_->GetAttr(ready->ino)->blocks, 8u);  // one 4 KiB block
+}
+
+TEST_F(WalDirectoryTest, ZeroFillIsElidedButReadsZeroAndOverwriteWithZerosSticks) {
+  auto seg = dir_->Create(kRootInode, "xlogtemp.1", 0600, kUser, true);
+  ASSERT_TRUE(seg.ok());
+  std::string zeros(8192, '\0');
+  for (uint64_t off = 0; off < kTestSegment; off += zeros.size()) {
+    ASSERT_TRUE(dir_->Write(seg->ino, off, Bytes(zeros), false).ok());
+  }
+  EXPECT_EQ(dir_->GetAttr(seg->ino)->size, kTestSegment);
+  EXPECT_EQ(ReadAll(*dir_, seg->ino), std::string(kTestSegment, '\0'));
+  std::string page(8192, 'W');
+  ASSERT_TRUE(dir_->Write(seg->ino, 8192, Bytes(page), false).ok());
+  ASSERT_TRUE(dir_->Write(seg->ino, 8192, Bytes(zeros), false).ok());
+  EXPECT_EQ(ReadAll(*dir_, seg->ino), std::string(kTestSegment, '\0'));
+}
+
+TEST_F(WalDirectoryTest, SparseStyleOneByteWriteReadsZeros) {
+  // wal_init_zero=off writes one byte at segsize-1.
+  auto seg = dir_->Create(kRootInode, "xlogtemp.2", 0600, kUser, true);
+  ASSERT_TRUE(seg.ok());
+  ASSERT_TRUE(dir_->Write(seg->ino, kTestSegment - 1, Bytes(std::string(1, '\0')), false).ok());
+  EXPECT_EQ(ReadAll(*dir_, seg->ino), std::string(kTestSegment, '\0'));
+}
+
+TEST_F(WalDirectoryTest, StateSurvivesReopen) {
+  auto d = dir_->Mkdir(kRootInode, "archive_status", 0700, kUser);
+  ASSERT_TRUE(d.ok());
+  auto f = dir_->Create(d->ino, "x.done", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("payload"), false).ok());
+  auto l = dir_->Symlink(kRootInode, "link", "archive_status/x.done", kUser);
+  ASSERT_TRUE(l.ok());
+  Reopen();
+  EXPECT_EQ(List(*dir_, kRootInode), (std::set<std::string>{".", "..", "archive_status", "link"}));
+  auto d2 = dir_->Lookup(kRootInode, "archive_status");
+  ASSERT_TRUE(d2.ok());
+  EXPECT_EQ(d2->mode, S_IFDIR | 0700u);
+  auto f2 = dir_->Lookup(d2->ino, "x.done");
+  ASSERT_TRUE(f2.ok());
+  EXPECT_EQ(ReadAll(*dir_, f2->ino), "payload");
+  EXPECT_EQ(*dir_->Readlink(l->ino), "archive_status/x.done");
+  EXPECT_EQ(dir_->GetAttr(kRootInode)->nlink, 3u);
+}
+
+TEST_F(WalDirectoryTest, OpenUnlinkedFileStaysUsableUntilForget) {
+  auto f = dir_->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  const uint64_t used = dir_->Statfs().free_blocks;
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("still here"), false).ok());
+  ASSERT_TRUE(dir_->Unlink(kRootInode, kSeg).ok());
+  EXPECT_EQ(Errno(dir_->Lookup(kRootInode, kSeg)), ENOENT);
+  EXPECT_EQ(dir_->GetAttr(f->ino)->nlink, 0u);
+  EXPECT_EQ(ReadAll(*dir_, f->ino), "still here");
+  ASSERT_TRUE(dir_->Write(f->ino, 10, Bytes("!"), false).ok());
+  EXPECT_EQ(dir_->Statfs().free_blocks, used);
+  dir_->Forget(f->ino, 1);
+  EXPECT_EQ(dir_->Statfs().free_blocks, dir_->Statfs().total_blocks);
+  EXPECT_EQ(dir_->counters().orphans_reclaimed, 1u);
+}
+
+TEST_F(WalDirectoryTest, OrphanLeftByCrashIsReclaimedAndZeroedAtOpen) {
+  auto f = dir_->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes(std::string(5000, 'x')), false).ok());
+  ASSERT_TRUE(dir_->Unlink(kRootInode, kSeg).ok());  // still referenced: an orphan
+  Reopen();  // crash: no Forget, no Close
+  FsStats st = dir_->Statfs();
+  EXPECT_EQ(st.free_blocks, st.total_blocks);
+  EXPECT_EQ(dir_->counters().orphans_reclaimed, 1u);
+  const auto& sb = dir_->superblock();
+  const std::string& img = *bytes_;
+  EXPECT_EQ(img.find_first_not_of('\0', sb.data_offset), std::string::npos)
+      << "free space must be zero after reclaim";
+}
+
+TEST_F(WalDirectoryTest, RenameReplacesAtomicallyAndFreesTarget) {
+  auto a = dir_->Create(kRootInode, "xlogtemp.9", 0600, kUser, true);
+  auto b = dir_->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(a.ok() && b.ok());
+  dir_->Forget(b->ino, 1);
+  ASSERT_TRUE(dir_->Write(a->ino, 0, Bytes("new"), false).ok());
+  const uint64_t free_before = dir_->Statfs().free_blocks;
+  ASSERT_TRUE(dir_->Rename(kRootInode, "xlogtemp.9", kRootInode, kSeg, 0).ok());
+  EXPECT_EQ(List(*dir_, kRootInode), (std::set<std::string>{".", "..", kSeg}));
+  auto now = dir_->Lookup(kRootInode, kSeg);
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->ino, a->ino);
+  EXPECT_EQ(dir_->Statfs().free_blocks, free_before + kTestSegment / 4096);
+  Reopen();
+  EXPECT_EQ(ReadAll(*dir_, dir_->Lookup(kRootInode, kSeg)->ino), "new");
+}
+
+TEST_F(WalDirectoryTest, RenameFlags) {
+  ASSERT_TRUE(dir_->Create(kRootInode, "a", 0600, kUser, true).ok());
+  ASSERT_TRUE(dir_->Create(kRootInode, "b", 0600, kUser, true).ok());
+  const InodeId a = dir_->Lookup(kRootInode, "a")->ino;
+  const InodeId b = dir_->Lookup(kRootInode, "b")->ino;
+  EXPECT_EQ(Errno(dir_->Rename(kRootInode, "a", kRootInode, "b", kRenameNoReplace)), EEXIST);
+  EXPECT_EQ(Errno(dir_->Rename(kRootInode, "a", kRootInode, "c", kRenameExchange)), ENOENT);
+  EXPECT_EQ(Errno(dir_->Rename(kRootInode, "a", kRootInode, "b",
+                               kRenameExchange | kRenameNoReplace)),
+            EINVAL);
+  ASSERT_TRUE(dir_->Rename(kRootInode, "a", kRootInode, "b", kRenameExchange).ok());
+  EXPECT_EQ(dir_->Lookup(kRootInode, "a")->ino, b);
+  EXPECT_EQ(dir_->Lookup(kRootInode, "b")->ino, a);
+  ASSERT_TRUE(dir_->Rename(kRootInode, "a", kRootInode, "c", kRenameNoReplace).ok());
+  EXPECT_EQ(dir_->Lookup(kRootInode, "c")->ino, b);
+  EXPECT_EQ(Errno(dir_->Rename(kRootInode, "nope", kRootInode, "x", 0)), ENOENT);
+}
+
+TEST_F(WalDirectoryTest, DirectoryRenameRules) {
+  auto p = dir_->Mkdir(kRootInode, "p", 0755, kUser);
+  auto q = dir_->Mkdir(p->ino, "q", 0755, kUser);
+  auto r = dir_->Mkdir(kRootInode, "r", 0755, kUser);
+  ASSERT_TRUE(p.ok() && q.ok() && r.ok());
+  EXPECT_EQ(Errno(dir_->Rename(kRootInode, "p", q->ino, "p2", 0)), EINVAL);
+  EXPECT_EQ(Errno(dir_->Rename(kRootInode, "p", p->ino, "self", 0)), EINVAL);
+  ASSERT_TRUE(dir_->Create(r->ino, "f", 0600, kUser, true).ok());
+  EXPECT_EQ(Errno(dir_->Rename(p->ino, "q", kRootInode, "r", 0)), ENOTEMPTY);
+  ASSERT_TRUE(dir_->Create(kRootInode, "file", 0600, kUser, true).ok());
+  EXPECT_EQ(Errno(dir_->Rename(kRootInode, "file", kRootInode, "p", 0)), EISDIR);
+  EXPECT_EQ(Errno(dir_->Rename(kRootInode, "p", kRootInode, "file", 0)), ENOTDIR);
+  // Move q from p to root: link counts follow.
+  ASSERT_TRUE(dir_->Rename(p->ino, "q", kRootInode, "q", 0).ok());
+  EXPECT_EQ(dir_->GetAttr(p->ino)->nlink, 2u);
+  EXPECT_EQ(dir_->GetAttr(kRootInode)->nlink, 5u);  // p, q, r
+  EXPECT_EQ(dir_->Lookup(q->ino, "..")->ino, kRootInode);
+  Reopen();  // the tree check at open agrees with the link counts
+  EXPECT_EQ(dir_->GetAttr(kRootInode)->nlink, 5u);
+}
+
+TEST_F(WalDirectoryTest, RmdirRules) {
+  auto d = dir_->Mkdir(kRootInode, "d", 0755, kUser);
+  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE(dir_->Create(d->ino, "f", 0600, kUser, true).ok());
+  EXPECT_EQ(Errno(dir_->Rmdir(kRootInode, "d")), ENOTEMPTY);
+  EXPECT_EQ(Errno(dir_->Unlink(kRootInode, "d")), EISDIR);
+  EXPECT_EQ(Errno(dir_->Rmdir(d->ino, "f")), ENOTDIR);
+  ASSERT_TRUE(dir_->Unlink(d->ino, "f").ok());
+  ASSERT_TRUE(dir_->Rmdir(kRootInode, "d").ok());
+  EXPECT_EQ(dir_->GetAttr(kRootInode)->nlink, 2u);
+  EXPECT_EQ(Errno(dir_->Create(d->ino, "g", 0600, kUser, true)), ENOENT);
+}
+
+TEST_F(WalDirectoryTest, HardLinksCountAndSurviveUnlink) {
+  auto f = dir_->Create(kRootInode, "xlogtemp.5", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("linked"), false).ok());
+  auto l = dir_->Link(f->ino, kRootInode, kSeg);  // PostgreSQL 13/14 install path
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->nlink, 2u);
+  ASSERT_TRUE(dir_->Unlink(kRootInode, "xlogtemp.5").ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->nlink, 1u);
+  Reopen();
+  auto s = dir_->Lookup(kRootInode, kSeg);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(ReadAll(*dir_, s->ino), "linked");
+  auto d = dir_->Mkdir(kRootInode, "dir", 0700, kUser);
+  EXPECT_EQ(Errno(dir_->Link(d->ino, kRootInode, "dirlink")), EPERM);
+}
+
+TEST_F(WalDirectoryTest, TruncateGrowReadsZerosShrinkFreesBlocks) {
+  auto f = dir_->Create(kRootInode, "t", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes(std::string(100000, 'a')), false).ok());
+  const uint64_t free_full = dir_->Statfs().free_blocks;
+  SetattrRequest shrink;
+  shrink.size = 10;
+  ASSERT_TRUE(dir_->Setattr(f->ino, shrink).ok());
+  EXPECT_GT(dir_->Statfs().free_blocks, free_full);
+  SetattrRequest grow;
+  grow.size = 50000;
+  ASSERT_TRUE(dir_->Setattr(f->ino, grow).ok());
+  EXPECT_EQ(ReadAll(*dir_, f->ino), std::string(10, 'a') + std::string(49990, '\0'));
+  Reopen();
+  EXPECT_EQ(ReadAll(*dir_, dir_->Lookup(kRootInode, "t")->ino),
+            std::string(10, 'a') + std::string(49990, '\0'));
+}
+
+TEST_F(WalDirectoryTest, NameValidation) {
+  EXPECT_EQ(Errno(dir_->Create(kRootInode, std::string(256, 'n'), 0600, kUser, true)),
+            ENAMETOOLONG);
+  EXPECT_TRUE(dir_->Create(kRootInode, std::string(255, 'n'), 0600, kUser, true).ok());
+  EXPECT_EQ(Errno(dir_->Lookup(kRootInode, std::string(300, 'n'))), ENAMETOOLONG);
+  EXPECT_EQ(Errno(dir_->Create(kRootInode, "a/b", 0600, kUser, true)), EINVAL);
+  EXPECT_EQ(Errno(dir_->Create(kRootInode, "", 0600, kUser, true)), EINVAL);
+  EXPECT_EQ(Errno(dir_->Mkdir(kRootInode, "..", 0700, kUser)), EINVAL);
+  auto f = dir_->Create(kRootInode, "file", 0600, kUser, true);
+  EXPECT_EQ(Errno(dir_->Create(f->ino, "x", 0600, kUser, true)), ENOTDIR);
+  EXPECT_EQ(Errno(dir_->Symlink(kRootInode, "s", std::string(format::kMaxSymlinkTarget + 1, 't'),
+                                kUser)),
+            ENAMETOOLONG);
+}
+
+TEST_F(WalDirectoryTest, ReaddirCookiesStableWhileEntriesChange) {
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(dir_->Create(kRootInode, "f" + std::to_string(i), 0600, kUser, true).ok());
+  }
+  std::vector<std::string> seen;
+  uint64_t cookie = 0;
+  bool mutated = false;
+  for (;;) {
+    int taken = 0;
+    uint64_t next = cookie;
+    ASSERT_TRUE(dir_->Readdir(kRootInode, cookie, [&](const DirEntry& e) {
+                       seen.emplace_back(e.name);
+                       next = e.next_cookie;
+                       return ++taken < 7;
+                     }).ok());
+    if (taken == 0) break;
+    cookie = next;
+    if (!mutated) {
+      // Mid-scan: rename and unlink entries the scan has not reached and some it has.
+      mutated = true;
+      for (int i = 0; i < 40; i += 5) {
+        const std::string n = "f" + std::to_string(i);
+        if (std::find(seen.begin(), seen.end(), n) == seen.end()) continue;
+        ASSERT_TRUE(dir_->Unlink(kRootInode, n).ok());
+      }
+      ASSERT_TRUE(dir_->Rename(kRootInode, "f39", kRootInode, "renamed", 0).ok());
+    }
+  }
+  std::multiset<std::string> counts(seen.begin(), seen.end());
+  for (int i = 0; i < 39; ++i) {
+    const std::string n = "f" + std::to_string(i);
+    EXPECT_EQ(counts.count(n), 1u) << n << " must appear exactly once";
+  }
+  EXPECT_EQ(counts.count("f39") + counts.count("renamed"), 1u);
+  EXPECT_EQ(counts.count("."), 1u);
+  EXPECT_EQ(counts.count(".."), 1u);
+}
+
+TEST_F(WalDirectoryTest, EnospcOnlyAtAllocation) {
+  std::vector<InodeId> segs;
+  for (int i = 0;; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "0000000100000000000000%02X", i);
+    auto s = dir_->Create(kRootInode, name, 0600, kUser, true);
+    if (!s.ok()) {
+      EXPECT_EQ(Errno(s), ENOSPC);
+      EXPECT_EQ(Errno(dir_->Lookup(kRootInode, name)), ENOENT) << "failed create leaves no name";
+      break;
+    }
+    segs.push_back(s->ino);
+    ASSERT_LT(i, 100);
+  }
+  ASSERT_GE(segs.size(), 5u);
+  // Writes inside allocated segments still succeed on a full pool.
+  std::string page(8192, 'p');
+  for (InodeId ino : segs) {
+    for (uint64_t off = 0; off < kTestSegment; off += page.size()) {
+      ASSERT_TRUE(dir_->Write(ino, off, Bytes(page), false).ok());
+    }
+  }
+  auto small = dir_->Create(kRootInode, "small", 0600, kUser, true);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(Errno(dir_->Write(small->ino, 0, Bytes(std::string(kTestSegment, 'x')), false)),
+            ENOSPC);
+  EXPECT_EQ(dir_->GetAttr(small->ino)->size, 0u) << "failed write changes nothing";
+}
+
+TEST_F(WalDirectoryTest, FallocateKeepSizeAndDefault) {
+  auto f = dir_->Create(kRootInode, "fa", 0600, kUser, true);
+  ASSERT_TRUE(dir_->Fallocate(f->ino, 0, 100000, kFallocateKeepSize).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->size, 0u);
+  EXPECT_GE(dir_->GetAttr(f->ino)->blocks * 512, 100000u);
+  ASSERT_TRUE(dir_->Fallocate(f->ino, 0, 5000, 0).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->size, 5000u);
+  EXPECT_EQ(ReadAll(*dir_, f->ino), std::string(5000, '\0'));
+  EXPECT_EQ(Errno(dir_->Fallocate(f->ino, 0, 10, 0x8)), EOPNOTSUPP);
+}
+
+TEST_F(WalDirectoryTest, SetattrModeOwnerTimes) {
+  auto f = dir_->Create(kRootInode, "s", 0644, kUser, true);
+  SetattrRequest r;
+  r.mode = 0600;
+  r.uid = 7;
+  r.gid = 8;
+  r.mtime_ns = 123456789;
+  auto a = dir_->Setattr(f->ino, r);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->mode, S_IFREG | 0600u);
+  EXPECT_EQ(a->uid, 7u);
+  EXPECT_EQ(a->gid, 8u);
+  EXPECT_EQ(a->mtime_ns, 123456789);
+  Reopen();
+  auto b = dir_->Lookup(kRootInode, "s");
+  EXPECT_EQ(b->mode, S_IFREG | 0600u);
+  EXPECT_EQ(b->mtime_ns, 123456789);
+}
+
+TEST_F(WalDirectoryTest, LargeFileSpansExtentsAndReadsBackExactly) {
+  auto f = dir_->Create(kRootInode, "big", 0600, kUser, true);
+  std::string data;
+  for (int i = 0; i < 3 << 20; ++i) data.push_back(static_cast<char>('a' + i % 23));
+  // Small appends force several extents.
+  for (size_t off = 0; off < data.size(); off += 65536) {
+    ASSERT_TRUE(dir_->Write(f->ino, off, Bytes(data.substr(off, 65536)), false).ok());
+  }
+  EXPECT_EQ(ReadAll(*dir_, f->ino), data);
+  std::string tail(100, '\0');
+  auto n = dir_->Read(f->ino, data.size() - 40, absl::MakeSpan(tail));
+  EXPECT_EQ(*n, 40u) << "short only at EOF";
+}
+
+TEST(WalDirectoryMsync, SizeIsDurableOnlyAfterFsync) {
+  std::string* bytes = nullptr;
+  auto dir = OpenImage(FormattedImage(), false, &bytes);
+  ASSERT_EQ(dir->mode(), DurabilityMode::kMsync);
+  auto f = dir->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(dir->Write(f->ino, 0, Bytes("unsynced"), false).ok());
+  // A restart now sees the committed size (0); recovery zeroes what lies past it.
+  auto crashed = OpenImage(*bytes, false);
+  auto c = crashed->Lookup(kRootInode, kSeg);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->size, 0u);
+  ASSERT_TRUE(dir->Fsync(f->ino, true).ok());
+  auto synced = OpenImage(*bytes, false);
+  EXPECT_EQ(ReadAll(*synced, synced->Lookup(kRootInode, kSeg)->ino), "unsynced");
+  // A sync (O_DSYNC) write is durable on return.
+  ASSERT_TRUE(dir->Write(f->ino, 8, Bytes("+dsync"), true).ok());
+  auto after = OpenImage(*bytes, false);
+  EXPECT_EQ(ReadAll(*after, after->Lookup(kRootInode, kSeg)->ino), "unsynced+dsync");
+  EXPECT_EQ(dir->counters().sync_writes, 1u);
+}
+
+TEST(WalDirectoryReadOnly, MutationsFailReadsWork) {
+  std::string image;
+  {
+    std::string* bytes = nullptr;
+    auto dir = OpenImage(FormattedImage(), true, &bytes);
+    auto f = dir->Create(kRootInode, "f", 0600, kUser, true);
+    ASSERT_TRUE(dir->Write(f->ino, 0, Bytes("ro"), false).ok());
+    image = *bytes;
+  }
+  OpenOptions ro;
+  ro.read_only = true;
+  auto dir = OpenImage(image, true, nullptr, ro);
+  auto f = dir->Lookup(kRootInode, "f");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(ReadAll(*dir, f->ino), "ro");
+  EXPECT_EQ(Errno(dir->Create(kRootInode, "g", 0600, kUser, true)), EROFS);
+  EXPECT_EQ(Errno(dir->Write(f->ino, 0, Bytes("x"), false)), EROFS);
+  EXPECT_EQ(Errno(dir->Unlink(kRootInode, "f")), EROFS);
+}
+
+TEST(WalDirectoryCorruption, ReportedNeverTrusted) {
+  const std::string good = FormattedImage();
+  {
+    std::string bad = good;
+    bad[format::kSuperblockOffset[0] + 40] ^= 1;
+    auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(bad));
+    ASSERT_FALSE(dir.ok());
+    EXPECT_EQ(dir.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(dir.status().message().find("superblock A"), std::string::npos)
+        << dir.status();
+  }
+  {
+    std::string bad(good.size(), '\0');
+    auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(bad));
+    ASSERT_FALSE(dir.ok());
+    EXPECT_NE(dir.status().message().find("not a walfs pool"), std::string::npos);
+  }
+  {
+    std::string bad = good;
+    format::Superblock sb;
+    std::memcpy(&sb, good.data(), sizeof(sb));
+    bad[sb.inode_table_offset + format::kInodeSize + 30] ^= 0x40;  // root inode
+    auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(bad));
+    ASSERT_FALSE(dir.ok());
+    EXPECT_NE(dir.status().message().find("inode 1"), std::string::npos) << dir.status();
+  }
+  {
+    std::string truncated = good.substr(0, good.size() / 2);
+    auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(truncated));
+    ASSERT_FALSE(dir.ok());
+    EXPECT_NE(dir.status().message().find("truncated"), std::string::npos) << dir.status();
+  }
+}
+
+TEST(WalDirectoryConcurrency, ParallelWritersAndNamespaceChanges) {
+  auto dir = OpenImage(FormattedImage(64 << 20, 512));
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        const std::string name = "t" + std::to_string(t) + "_" + std::to_string(i);
+        auto f = dir->Create(kRootInode, name, 0600, kUser, true);
+        ASSERT_TRUE(f.ok()) << f.status();
+        const std::string data(3000 + i * 100, static_cast<char>('a' + t));
+        ASSERT_TRUE(dir->Write(f->ino, 0, Bytes(data), false).ok());
+        EXPECT_EQ(ReadAll(*dir, f->ino), data);
+        if (i % 3 == 0) {
+          ASSERT_TRUE(dir->Rename(kRootInode, name, kRootInode, name + ".r", 0).ok());
+        }
+        if (i % 4 == 0) {
+          ASSERT_TRUE(dir->Unlink(kRootInode, i % 3 == 0 ? name + ".r" : name).ok());
+        }
+        dir->Forget(f->ino, 1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(List(*dir, kRootInode).size(), 2u + kThreads * 15);
+}
+
+}  // namespace
+}  // namespace walfs::core

@@ -1,0 +1,194 @@
+// Daemon lifecycle around a fuse_session.
+#include "fs/daemon.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fuse_lowlevel.h>
+
+#include "absl/strings/str_cat.h"
+#include "core/persistent_region.h"
+#include "core/wal_directory.h"
+#include "fs/daemonize.h"
+#include "fs/logging.h"
+#include "fs/operations.h"
+#include "fs/pool_lock.h"
+#include "fs/sd_notify.h"
+#include "fs/server.h"
+
+namespace walfs::fs {
+namespace {
+
+struct SessionDeleter {
+  void operator()(fuse_session* se) const { fuse_session_destroy(se); }
+};
+using SessionPtr = std::unique_ptr<fuse_session, SessionDeleter>;
+
+struct LoopConfigDeleter {
+  void operator()(fuse_loop_config* config) const { fuse_loop_cfg_destroy(config); }
+};
+
+// Blocks the termination signals for as long as it lives, so that threads started
+// meanwhile (by core, while the pool opens) inherit a mask without them: the signal
+// that stops the daemon must reach a thread of libfuse's loop, or it would sit unseen.
+class TerminationSignalsBlocked {
+ public:
+  TerminationSignalsBlocked() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, &saved_);
+  }
+  ~TerminationSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  TerminationSignalsBlocked(const TerminationSignalsBlocked&) = delete;
+  TerminationSignalsBlocked& operator=(const TerminationSignalsBlocked&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+
+std::string DurabilityText(const core::WalDirectory& dir, const Options& options,
+                           const Server& server) {
+  if (server.fsync_shortcut()) {
+    return "mode pmem: writes and metadata are durable before each reply; "
+           "fsync/fdatasync answered ENOSYS (no round trip)";
+  }
+  if (dir.mode() == core::DurabilityMode::kPmem) {
+    return "mode pmem, durability=strict: writes durable before each reply, "
+           "and every fsync is served with a real drain";
+  }
+  return absl::StrCat("mode msync: writes become durable on fsync/fdatasync or with "
+                      "O_DSYNC/O_SYNC (msync of the pool)",
+                      options.durability == Durability::kStrict ? ", durability=strict" : "");
+}
+
+int Serve(fuse_session* se, unsigned threads) {
+  if (threads <= 1) return fuse_session_loop(se);
+  std::unique_ptr<fuse_loop_config, LoopConfigDeleter> config(fuse_loop_cfg_create());
+  // clone_fd: each worker reads requests from its own clone of /dev/fuse, instead of
+  // all of them waking on one fd.
+  fuse_loop_cfg_set_clone_fd(config.get(), 1);
+  fuse_loop_cfg_set_max_threads(config.get(), threads);
+  // Idle workers are kept: PostgreSQL's traffic comes in bursts (commits), and
+  // creating a thread per burst costs more than a few idle stacks.
+  fuse_loop_cfg_set_idle_threads(config.get(), threads);
+  return fuse_session_loop_mt(se, config.get());
+}
+
+}  // namespace
+
+int RunDaemon(const Options& options) {
+  SetDebugLogging(options.debug);
+  RouteFuseLogging();
+
+  if (!options.foreground) {
+    if (absl::Status s = DetachStart(); !s.ok()) {
+      Log(LOG_ERR, "cannot detach: %s", s.ToString().c_str());
+      return 1;
+    }
+  }
+
+  // A second daemon on one pool would replay and rewrite metadata under the first.
+  absl::StatusOr<std::unique_ptr<PoolLock>> lock = PoolLock::Acquire(options.pool);
+  if (!lock.ok()) {
+    Log(LOG_ERR, "%s", std::string(lock.status().message()).c_str());
+    return 1;
+  }
+
+  std::unique_ptr<core::WalDirectory> dir;
+  {
+    TerminationSignalsBlocked blocked;
+    absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
+        core::OpenPmemRegion(options.pool, {.read_only = options.read_only});
+    if (!region.ok()) {
+      Log(LOG_ERR, "cannot map pool %s: %s", options.pool.c_str(),
+          std::string(region.status().message()).c_str());
+      return 1;
+    }
+    absl::StatusOr<std::unique_ptr<core::WalDirectory>> opened =
+        core::WalDirectory::Open(std::move(*region), {.read_only = options.read_only});
+    if (!opened.ok()) {
+      Log(LOG_ERR, "cannot open pool %s: %s", options.pool.c_str(),
+          opened.status().ToString().c_str());
+      return 1;
+    }
+    dir = std::move(*opened);
+  }
+
+  Server server(*dir, ServerConfig{.pool = options.pool,
+                                   .mountpoint = options.mountpoint,
+                                   .strict = options.durability == Durability::kStrict,
+                                   .read_only = options.read_only,
+                                   .threads = options.threads});
+
+  std::vector<std::string> arg_strings = FuseSessionArgs(options);
+  std::vector<char*> argv;
+  for (std::string& a : arg_strings) argv.push_back(a.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  SessionPtr se(fuse_session_new(&args, &Operations(), sizeof(fuse_lowlevel_ops), &server));
+  fuse_opt_free_args(&args);
+  if (se == nullptr) {
+    Log(LOG_ERR, "cannot create the FUSE session");
+    (void)dir->Close();
+    return 1;
+  }
+  if (fuse_set_signal_handlers(se.get()) != 0) {
+    Log(LOG_ERR, "cannot install signal handlers");
+    (void)dir->Close();
+    return 1;
+  }
+  if (fuse_session_mount(se.get(), options.mountpoint.c_str()) != 0) {
+    Log(LOG_ERR, "cannot mount %s at %s", options.pool.c_str(), options.mountpoint.c_str());
+    fuse_remove_signal_handlers(se.get());
+    (void)dir->Close();
+    return 1;
+  }
+
+  if (!options.foreground) {
+    UseSyslog();
+    DetachDone();
+  }
+  std::string durability = DurabilityText(*dir, options, server);
+  Log(LOG_NOTICE, "mounted %s at %s (region %.*s, %u thread%s); %s", options.pool.c_str(),
+      options.mountpoint.c_str(), static_cast<int>(dir->region().kind().size()),
+      dir->region().kind().data(), options.threads, options.threads == 1 ? "" : "s",
+      durability.c_str());
+  if (!options.ignored.empty()) {
+    std::string list;
+    for (const std::string& o : options.ignored) absl::StrAppend(&list, list.empty() ? "" : ",", o);
+    Log(LOG_INFO, "ignored mount options: %s", list.c_str());
+  }
+  if (absl::Status s = SdNotify(absl::StrCat("READY=1\nMAINPID=", getpid(),
+                                             "\nSTATUS=serving ", options.mountpoint));
+      !s.ok()) {
+    Log(LOG_WARNING, "%s", s.ToString().c_str());
+  }
+
+  int loop = Serve(se.get(), options.threads);
+
+  (void)SdNotify("STOPPING=1");
+  fuse_session_unmount(se.get());
+  fuse_remove_signal_handlers(se.get());
+  se.reset();
+
+  int exit_status = 0;
+  if (loop < 0) {
+    Log(LOG_ERR, "FUSE loop failed: %s", strerror(-loop));
+    exit_status = 1;
+  }
+  if (absl::Status s = dir->Close(); !s.ok()) {
+    Log(LOG_ERR, "closing pool %s: %s", options.pool.c_str(), s.ToString().c_str());
+    exit_status = 1;
+  }
+  Log(LOG_NOTICE, "unmounted %s%s", options.mountpoint.c_str(),
+      loop > 0 ? absl::StrCat(" (signal ", loop, ")").c_str() : "");
+  return exit_status;
+}
+
+}  // namespace walfs::fs

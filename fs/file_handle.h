@@ -1,0 +1,31 @@
+// FileHandle: what walfs remembers per open file (fuse_file_info::fh points at one).
+#ifndef WALFS_FS_FILE_HANDLE_H_
+#define WALFS_FS_FILE_HANDLE_H_
+
+#include <fcntl.h>
+
+#include <cstdint>
+
+#include <fuse_lowlevel.h>
+
+namespace walfs::fs {
+
+struct FileHandle {
+  int open_flags = 0;
+
+  // O_SYNC includes the O_DSYNC bit, so this covers both. The flags sent with each
+  // WRITE count too: they carry RWF_DSYNC/RWF_SYNC of pwritev2 and, with direct_io,
+  // are the only sign of an O_DSYNC write (no FSYNC follows it).
+  bool SyncWrite(int write_flags) const { return ((open_flags | write_flags) & O_DSYNC) != 0; }
+
+  static FileHandle* From(const fuse_file_info* fi) {
+    return reinterpret_cast<FileHandle*>(static_cast<uintptr_t>(fi->fh));
+  }
+  void AttachTo(fuse_file_info* fi) {
+    fi->fh = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(this));
+  }
+};
+
+}  // namespace walfs::fs
+
+#endif  // WALFS_FS_FILE_HANDLE_H_

@@ -1,0 +1,659 @@
+// FUSE low-level callbacks: decode, call WalDirectory, reply.
+#include "fs/operations.h"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/format.h"
+#include "core/status.h"
+#include "core/wal_directory.h"
+#include "fs/errors.h"
+#include "fs/file_handle.h"
+#include "fs/logging.h"
+#include "fs/server.h"
+#include "fs/status_json.h"
+
+namespace walfs::fs {
+namespace {
+
+// walfs is the only writer of its namespace and the kernel invalidates what its own
+// requests change (size after a write, nlink after an unlink, the parent after a
+// create), so entries, negative entries and attributes can be cached for long: PostgreSQL
+// probes segment names that do not exist (expecting ENOENT) and stats files constantly.
+constexpr double kCacheTimeout = 86400.0;
+
+// 1 MiB: PostgreSQL writes up to ~1 MiB of WAL per call and zero-fills 16 MiB segments.
+// libfuse 3.14 sizes its request buffers for max_pages 256 (1 MiB of 4 KiB pages) and
+// sends max_pages to kernels that take it (7.28+), so this is the most it can accept.
+constexpr unsigned kMaxWrite = 1u << 20;
+
+// A write or fsync must never fail with EINTR (PostgreSQL PANICs). Interrupts are never
+// looked at (no fuse_req_interrupt_func), so EINTR could only come from a system call
+// inside core; the operation is idempotent, so it is simply repeated.
+constexpr int kInterruptedRetries = 100;
+
+Server& GetServer(fuse_req_t req) { return *static_cast<Server*>(fuse_req_userdata(req)); }
+
+core::Caller GetCaller(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  return core::Caller{.uid = ctx->uid, .gid = ctx->gid};
+}
+
+void ReplyStatus(fuse_req_t req, const absl::Status& status, const char* op,
+                 fuse_ino_t ino) {
+  fuse_reply_err(req, status.ok() ? 0 : StatusToErrno(status, op, ino));
+}
+
+int64_t ToNanoseconds(const timespec& ts) {
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+timespec ToTimespec(int64_t ns) {
+  timespec ts;
+  ts.tv_sec = ns / 1000000000;
+  ts.tv_nsec = ns % 1000000000;
+  if (ts.tv_nsec < 0) {
+    ts.tv_nsec += 1000000000;
+    --ts.tv_sec;
+  }
+  return ts;
+}
+
+int64_t NowNanoseconds() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return ToNanoseconds(ts);
+}
+
+struct stat ToStat(const core::Attr& a) {
+  struct stat st {};
+  st.st_ino = a.ino;
+  st.st_mode = a.mode;
+  st.st_nlink = a.nlink;
+  st.st_uid = a.uid;
+  st.st_gid = a.gid;
+  st.st_size = static_cast<off_t>(a.size);
+  st.st_blocks = static_cast<blkcnt_t>(a.blocks);
+  st.st_blksize = core::format::kBlockSize;
+  st.st_atim = ToTimespec(a.atime_ns);
+  st.st_mtim = ToTimespec(a.mtime_ns);
+  st.st_ctim = ToTimespec(a.ctime_ns);
+  return st;
+}
+
+fuse_entry_param ToEntry(const core::Attr& a) {
+  fuse_entry_param e{};
+  e.ino = a.ino;
+  e.generation = a.generation;
+  e.attr = ToStat(a);
+  e.attr_timeout = kCacheTimeout;
+  e.entry_timeout = kCacheTimeout;
+  return e;
+}
+
+// Replies with an entry that holds one lookup reference taken by core. If the kernel
+// does not take the reply (the request was aborted), it will never FORGET it: drop it.
+void ReplyEntry(fuse_req_t req, const absl::StatusOr<core::Attr>& attr, const char* op,
+                fuse_ino_t parent) {
+  if (!attr.ok()) {
+    fuse_reply_err(req, StatusToErrno(attr.status(), op, parent));
+    return;
+  }
+  fuse_entry_param e = ToEntry(*attr);
+  if (fuse_reply_entry(req, &e) != 0) GetServer(req).dir().Forget(attr->ino, 1);
+}
+
+// direct_io on every regular file, for three reasons:
+//  - Durability: O_DSYNC/O_SYNC writes then arrive as WRITE requests carrying the flag
+//    (no page cache, no FSYNC follows), and walfs persists them before replying; with
+//    O_DIRECT opens (PostgreSQL 13-15, wal_level=minimal + open_datasync) that is the
+//    only path anyway.
+//  - One copy: the data already lives in the pool mapping (itself page cache in msync
+//    mode); a second cached copy in the FUSE inode would only cost memory and copies.
+//  - Coherence: mixing cached and direct handles on one inode lets a cached reader see
+//    stale pages after a direct write. All-direct has no such case.
+// The price is that shared writable mmap is refused (ENODEV) by the kernel; nothing
+// PostgreSQL or its tools do on pg_wal maps files.
+void OpenHandle(fuse_file_info* fi) {
+  auto* handle = new FileHandle{.open_flags = fi->flags};
+  handle->AttachTo(fi);
+  fi->direct_io = 1;
+  fi->keep_cache = 0;
+}
+
+template <typename F>
+auto RetryInterrupted(F&& f) -> decltype(f()) {
+  for (int attempt = 0;; ++attempt) {
+    auto result = f();
+    if (attempt == kInterruptedRetries) return result;
+    const absl::Status& status = [&]() -> const absl::Status& {
+      if constexpr (std::is_same_v<decltype(result), absl::Status>) {
+        return result;
+      } else {
+        return result.status();
+      }
+    }();
+    if (status.ok() || core::ErrnoFromStatus(status) != EINTR) return result;
+  }
+}
+
+// --- session ---------------------------------------------------------------------
+
+void WalfsInit(void* userdata, fuse_conn_info* conn) {
+  (void)userdata;
+  // No writeback cache: a write must reach the pool (and on PMEM be durable) before
+  // write(2) returns; with the cache the kernel would acknowledge it from its page cache.
+  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  // No splice: each WRITE is copied once from /dev/fuse into libfuse's buffer and once
+  // into the pool; moving pages through a pipe pays off only for large page-aligned
+  // payloads, not for 8 KiB WAL pages, and costs extra system calls per request.
+  conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+  // The kernel applies the caller's umask before CREATE/MKDIR (no DONT_MASK), so the
+  // mode that arrives is final and fuse_req_ctx()->umask is not needed.
+  conn->want &= ~FUSE_CAP_DONT_MASK;
+  // The kernel clears suid/sgid itself (with a SETATTR) on write, chown and truncate.
+  conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+  // O_TRUNC arrives with OPEN and is applied there: one round trip instead of two.
+  if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  // A symlink's target never changes, so the kernel may cache it.
+  if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+  // PARALLEL_DIROPS, ASYNC_READ and ASYNC_DIO stay as libfuse set them (on when the
+  // kernel has them): WalDirectory takes concurrent calls. No lock support is offered,
+  // so the kernel keeps POSIX and flock locks local, which is right for one host.
+  conn->max_write = kMaxWrite;
+  conn->time_gran = 1;
+  Log(LOG_INFO, "FUSE protocol %u.%u, max_write %u", conn->proto_major, conn->proto_minor,
+      conn->max_write);
+}
+
+void WalfsDestroy(void* userdata) {
+  (void)userdata;
+  Log(LOG_INFO, "FUSE session ended");
+}
+
+// --- names and attributes ----------------------------------------------------------
+
+void WalfsLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  absl::StatusOr<core::Attr> attr = GetServer(req).dir().Lookup(parent, name);
+  if (!attr.ok() && attr.status().code() == absl::StatusCode::kNotFound) {
+    // A negative entry (ino 0) the kernel caches like a positive one.
+    fuse_entry_param e{};
+    e.entry_timeout = kCacheTimeout;
+    fuse_reply_entry(req, &e);
+    return;
+  }
+  ReplyEntry(req, attr, "lookup", parent);
+}
+
+void WalfsForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  GetServer(req).dir().Forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void WalfsForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  core::WalDirectory& dir = GetServer(req).dir();
+  for (size_t i = 0; i < count; ++i) dir.Forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void WalfsGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  (void)fi;
+  absl::StatusOr<core::Attr> attr = GetServer(req).dir().GetAttr(ino);
+  if (!attr.ok()) {
+    fuse_reply_err(req, StatusToErrno(attr.status(), "getattr", ino));
+    return;
+  }
+  struct stat st = ToStat(*attr);
+  fuse_reply_attr(req, &st, kCacheTimeout);
+}
+
+void WalfsSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
+                  fuse_file_info* fi) {
+  (void)fi;
+  core::SetattrRequest r;
+  if (to_set & FUSE_SET_ATTR_MODE) r.mode = attr->st_mode & 07777;
+  if (to_set & FUSE_SET_ATTR_UID) r.uid = attr->st_uid;
+  if (to_set & FUSE_SET_ATTR_GID) r.gid = attr->st_gid;
+  if (to_set & FUSE_SET_ATTR_SIZE) r.size = static_cast<uint64_t>(attr->st_size);
+  // utimensat: UTIME_NOW arrives as *_NOW (the time is ours to take), UTIME_OMIT as
+  // the bit being absent.
+  if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+    r.atime_ns = NowNanoseconds();
+  } else if (to_set & FUSE_SET_ATTR_ATIME) {
+    r.atime_ns = ToNanoseconds(attr->st_atim);
+  }
+  if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+    r.mtime_ns = NowNanoseconds();
+  } else if (to_set & FUSE_SET_ATTR_MTIME) {
+    r.mtime_ns = ToNanoseconds(attr->st_mtim);
+  }
+  core::WalDirectory& dir = GetServer(req).dir();
+  // FUSE_SET_ATTR_CTIME alone (the kernel refreshing ctime) changes nothing core keeps
+  // apart from what its own setattr does, so it only reads the attributes back.
+  bool any = r.mode || r.uid || r.gid || r.size || r.atime_ns || r.mtime_ns;
+  absl::StatusOr<core::Attr> result = any ? dir.Setattr(ino, r) : dir.GetAttr(ino);
+  if (!result.ok()) {
+    fuse_reply_err(req, StatusToErrno(result.status(), "setattr", ino));
+    return;
+  }
+  struct stat st = ToStat(*result);
+  fuse_reply_attr(req, &st, kCacheTimeout);
+}
+
+void WalfsReadlink(fuse_req_t req, fuse_ino_t ino) {
+  absl::StatusOr<std::string> target = GetServer(req).dir().Readlink(ino);
+  if (!target.ok()) {
+    fuse_reply_err(req, StatusToErrno(target.status(), "readlink", ino));
+    return;
+  }
+  fuse_reply_readlink(req, target->c_str());
+}
+
+// --- namespace changes -------------------------------------------------------------
+
+void WalfsMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+                dev_t rdev) {
+  (void)rdev;
+  // Only regular files (some tools create them with mknod); a pg_wal has no use for
+  // devices, fifos or sockets.
+  if (!S_ISREG(mode)) {
+    fuse_reply_err(req, EPERM);
+    return;
+  }
+  ReplyEntry(req,
+             GetServer(req).dir().Create(parent, name, mode & 07777, GetCaller(req),
+                                         /*exclusive=*/true),
+             "mknod", parent);
+}
+
+void WalfsMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  ReplyEntry(req, GetServer(req).dir().Mkdir(parent, name, mode & 07777, GetCaller(req)),
+             "mkdir", parent);
+}
+
+void WalfsSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  ReplyEntry(req, GetServer(req).dir().Symlink(parent, name, link, GetCaller(req)),
+             "symlink", parent);
+}
+
+void WalfsLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  ReplyEntry(req, GetServer(req).dir().Link(ino, newparent, newname), "link", ino);
+}
+
+void WalfsUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyStatus(req, GetServer(req).dir().Unlink(parent, name), "unlink", parent);
+}
+
+void WalfsRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyStatus(req, GetServer(req).dir().Rmdir(parent, name), "rmdir", parent);
+}
+
+void WalfsRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+                 const char* newname, unsigned int flags) {
+  if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+    fuse_reply_err(req, EINVAL);  // RENAME_WHITEOUT: overlayfs only
+    return;
+  }
+  uint32_t core_flags = 0;
+  if (flags & RENAME_NOREPLACE) core_flags |= core::kRenameNoReplace;
+  if (flags & RENAME_EXCHANGE) core_flags |= core::kRenameExchange;
+  ReplyStatus(req, GetServer(req).dir().Rename(parent, name, newparent, newname, core_flags),
+              "rename", parent);
+}
+
+// --- files ---------------------------------------------------------------------------
+
+void WalfsCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+                 fuse_file_info* fi) {
+  core::WalDirectory& dir = GetServer(req).dir();
+  bool exclusive = (fi->flags & O_EXCL) != 0;
+  absl::StatusOr<core::Attr> attr =
+      dir.Create(parent, name, mode & 07777, GetCaller(req), exclusive);
+  if (!attr.ok()) {
+    fuse_reply_err(req, StatusToErrno(attr.status(), "create", parent));
+    return;
+  }
+  if ((fi->flags & O_TRUNC) && attr->size != 0) {
+    // Create found an existing file (a race with another creator): O_TRUNC applies.
+    core::SetattrRequest truncate;
+    truncate.size = 0;
+    absl::StatusOr<core::Attr> truncated = dir.Setattr(attr->ino, truncate);
+    if (!truncated.ok()) {
+      dir.Forget(attr->ino, 1);
+      fuse_reply_err(req, StatusToErrno(truncated.status(), "create (truncate)", parent));
+      return;
+    }
+    attr = truncated;
+  }
+  OpenHandle(fi);
+  fuse_entry_param e = ToEntry(*attr);
+  if (fuse_reply_create(req, &e, fi) != 0) {
+    dir.Forget(attr->ino, 1);
+    delete FileHandle::From(fi);
+  }
+}
+
+void WalfsOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  // With ATOMIC_O_TRUNC (negotiated in init) O_TRUNC reaches us here, not as SETATTR.
+  if (fi->flags & O_TRUNC) {
+    core::SetattrRequest truncate;
+    truncate.size = 0;
+    absl::StatusOr<core::Attr> attr = GetServer(req).dir().Setattr(ino, truncate);
+    if (!attr.ok()) {
+      fuse_reply_err(req, StatusToErrno(attr.status(), "open (truncate)", ino));
+      return;
+    }
+  }
+  OpenHandle(fi);
+  if (fuse_reply_open(req, fi) != 0) delete FileHandle::From(fi);
+}
+
+void WalfsRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  (void)fi;
+  // One buffer per worker thread, grown to the largest read it served (<= max_read).
+  thread_local std::vector<char> buffer;
+  if (buffer.size() < size) buffer.resize(size);
+  absl::StatusOr<size_t> n = GetServer(req).dir().Read(
+      ino, static_cast<uint64_t>(off), absl::MakeSpan(buffer.data(), size));
+  if (!n.ok()) {
+    fuse_reply_err(req, StatusToErrno(n.status(), "read", ino));
+    return;
+  }
+  fuse_reply_buf(req, buffer.data(), *n);
+}
+
+void WalfsWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
+                fuse_file_info* fi) {
+  bool sync = FileHandle::From(fi)->SyncWrite(fi->flags);
+  core::WalDirectory& dir = GetServer(req).dir();
+  absl::StatusOr<size_t> n = RetryInterrupted([&] {
+    return dir.Write(ino, static_cast<uint64_t>(off), absl::MakeConstSpan(buf, size), sync);
+  });
+  if (!n.ok()) {
+    fuse_reply_err(req, StatusToErrno(n.status(), "write", ino));
+    return;
+  }
+  fuse_reply_write(req, *n);
+}
+
+void WalfsFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  (void)ino;
+  (void)fi;
+  Server& server = GetServer(req);
+  server.fuse_flush.fetch_add(1, std::memory_order_relaxed);
+  fuse_reply_err(req, server.flush_shortcut() ? ENOSYS : 0);
+}
+
+void WalfsRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  (void)ino;
+  delete FileHandle::From(fi);
+  fuse_reply_err(req, 0);
+}
+
+void WalfsFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+  (void)fi;
+  Server& server = GetServer(req);
+  server.fuse_fsync.fetch_add(1, std::memory_order_relaxed);
+  if (server.fsync_shortcut()) {
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
+  absl::Status status =
+      RetryInterrupted([&] { return server.dir().Fsync(ino, datasync != 0); });
+  ReplyStatus(req, status, "fsync", ino);
+}
+
+void WalfsFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                    fuse_file_info* fi) {
+  (void)fi;
+  // Preallocation only; punching or collapsing holes has no use on pg_wal.
+  if (mode & ~FALLOC_FL_KEEP_SIZE) {
+    fuse_reply_err(req, EOPNOTSUPP);
+    return;
+  }
+  if (offset < 0 || length <= 0) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  uint32_t flags = 0;
+  if (mode & FALLOC_FL_KEEP_SIZE) flags |= core::kFallocateKeepSize;
+  ReplyStatus(req,
+              GetServer(req).dir().Fallocate(ino, static_cast<uint64_t>(offset),
+                                             static_cast<uint64_t>(length), flags),
+              "fallocate", ino);
+}
+
+// --- directories ---------------------------------------------------------------------
+
+// Readdir is cookie-based in core (a stable order that survives renames mid-scan), so
+// an open directory needs no state of its own.
+void WalfsOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  (void)ino;
+  fi->fh = 0;
+  fuse_reply_open(req, fi);
+}
+
+void WalfsReleasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  (void)ino;
+  (void)fi;
+  fuse_reply_err(req, 0);
+}
+
+void WalfsReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                  fuse_file_info* fi) {
+  (void)fi;
+  std::vector<char> buffer(size);
+  size_t used = 0;
+  std::string name;
+  absl::Status status = GetServer(req).dir().Readdir(
+      ino, static_cast<uint64_t>(off), [&](const core::DirEntry& d) {
+        struct stat st {};
+        st.st_ino = d.ino;
+        st.st_mode = d.type;
+        name.assign(d.name);
+        size_t need = fuse_add_direntry(req, buffer.data() + used, size - used,
+                                        name.c_str(), &st, static_cast<off_t>(d.next_cookie));
+        if (need > size - used) return false;
+        used += need;
+        return true;
+      });
+  if (!status.ok() && used == 0) {
+    fuse_reply_err(req, StatusToErrno(status, "readdir", ino));
+    return;
+  }
+  fuse_reply_buf(req, buffer.data(), used);
+}
+
+// READDIRPLUS answers carry an entry (and so a lookup reference the kernel will FORGET)
+// for each name. The names are gathered first, within the reply size, and looked up
+// after Readdir returns (core's Readdir may hold a lock while it calls back). "." and
+// ".." go out without an entry (ino 0): the kernel does not instantiate them and would
+// never forget a reference taken for them.
+void WalfsReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                      fuse_file_info* fi) {
+  (void)fi;
+  struct Pending {
+    std::string name;
+    core::InodeId ino;
+    uint32_t type;
+    uint64_t next_cookie;
+  };
+  std::vector<Pending> pending;
+  core::WalDirectory& dir = GetServer(req).dir();
+  size_t budget = 0;
+  absl::Status status =
+      dir.Readdir(ino, static_cast<uint64_t>(off), [&](const core::DirEntry& d) {
+        Pending p{std::string(d.name), d.ino, d.type, d.next_cookie};
+        size_t need = fuse_add_direntry_plus(req, nullptr, 0, p.name.c_str(), nullptr, 0);
+        if (budget + need > size) return false;
+        budget += need;
+        pending.push_back(std::move(p));
+        return true;
+      });
+  if (!status.ok() && pending.empty()) {
+    fuse_reply_err(req, StatusToErrno(status, "readdirplus", ino));
+    return;
+  }
+  std::vector<char> buffer(size);
+  std::vector<core::InodeId> referenced;
+  size_t used = 0;
+  for (const Pending& p : pending) {
+    fuse_entry_param e{};
+    bool dot = p.name == "." || p.name == "..";
+    if (dot) {
+      e.attr.st_ino = p.ino;
+      e.attr.st_mode = p.type;
+    } else {
+      absl::StatusOr<core::Attr> attr = dir.Lookup(ino, p.name);
+      if (!attr.ok()) continue;  // renamed or unlinked since Readdir saw it
+      e = ToEntry(*attr);
+    }
+    size_t need = fuse_add_direntry_plus(req, buffer.data() + used, size - used,
+                                         p.name.c_str(), &e, static_cast<off_t>(p.next_cookie));
+    if (need > size - used) {
+      if (!dot) dir.Forget(e.ino, 1);
+      break;
+    }
+    used += need;
+    if (!dot) referenced.push_back(e.ino);
+  }
+  if (fuse_reply_buf(req, buffer.data(), used) != 0) {
+    for (core::InodeId id : referenced) dir.Forget(id, 1);
+  }
+}
+
+void WalfsFsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+  (void)datasync;
+  (void)fi;
+  Server& server = GetServer(req);
+  server.fuse_fsyncdir.fetch_add(1, std::memory_order_relaxed);
+  if (server.fsync_shortcut()) {
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
+  absl::Status status = RetryInterrupted([&] { return server.dir().FsyncDir(ino); });
+  ReplyStatus(req, status, "fsyncdir", ino);
+}
+
+void WalfsStatfs(fuse_req_t req, fuse_ino_t ino) {
+  (void)ino;
+  core::FsStats s = GetServer(req).dir().Statfs();
+  struct statvfs st {};
+  st.f_bsize = s.block_size;
+  st.f_frsize = s.block_size;
+  st.f_blocks = s.total_blocks;
+  st.f_bfree = s.free_blocks;
+  st.f_bavail = s.free_blocks;  // nothing is reserved for root
+  st.f_files = s.total_inodes;
+  st.f_ffree = s.free_inodes;
+  st.f_favail = s.free_inodes;
+  st.f_namemax = s.name_max;
+  fuse_reply_statfs(req, &st);
+}
+
+// --- extended attributes -------------------------------------------------------------
+//
+// walfs stores no extended attributes. The one it answers is the status document on
+// the root (status_json.h), deliberately absent from listxattr so that copies of the
+// mount (cp -a, rsync -X) do not carry it. Everything is answered without ENOSYS: that
+// would make the kernel stop asking, the status name included.
+
+void WalfsSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value,
+                   size_t size, int flags) {
+  (void)ino;
+  (void)name;
+  (void)value;
+  (void)size;
+  (void)flags;
+  fuse_reply_err(req, EOPNOTSUPP);
+}
+
+void WalfsGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  if (ino != core::kRootInode || std::strcmp(name, kStatusXattr) != 0) {
+    fuse_reply_err(req, ENODATA);
+    return;
+  }
+  std::string json = GetServer(req).StatusJson();
+  if (size == 0) {
+    fuse_reply_xattr(req, json.size());
+  } else if (size < json.size()) {
+    fuse_reply_err(req, ERANGE);
+  } else {
+    fuse_reply_buf(req, json.data(), json.size());
+  }
+}
+
+void WalfsListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  (void)ino;
+  if (size == 0) {
+    fuse_reply_xattr(req, 0);
+  } else {
+    fuse_reply_buf(req, nullptr, 0);
+  }
+}
+
+void WalfsRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  (void)ino;
+  (void)name;
+  fuse_reply_err(req, ENODATA);
+}
+
+fuse_lowlevel_ops MakeOperations() {
+  fuse_lowlevel_ops ops{};
+  ops.init = WalfsInit;
+  ops.destroy = WalfsDestroy;
+  ops.lookup = WalfsLookup;
+  ops.forget = WalfsForget;
+  ops.forget_multi = WalfsForgetMulti;
+  ops.getattr = WalfsGetattr;
+  ops.setattr = WalfsSetattr;
+  ops.readlink = WalfsReadlink;
+  ops.mknod = WalfsMknod;
+  ops.mkdir = WalfsMkdir;
+  ops.unlink = WalfsUnlink;
+  ops.rmdir = WalfsRmdir;
+  ops.symlink = WalfsSymlink;
+  ops.rename = WalfsRename;
+  ops.link = WalfsLink;
+  ops.open = WalfsOpen;
+  ops.read = WalfsRead;
+  ops.write = WalfsWrite;
+  ops.flush = WalfsFlush;
+  ops.release = WalfsRelease;
+  ops.fsync = WalfsFsync;
+  ops.opendir = WalfsOpendir;
+  ops.readdir = WalfsReaddir;
+  ops.readdirplus = WalfsReaddirplus;
+  ops.releasedir = WalfsReleasedir;
+  ops.fsyncdir = WalfsFsyncdir;
+  ops.statfs = WalfsStatfs;
+  ops.setxattr = WalfsSetxattr;
+  ops.getxattr = WalfsGetxattr;
+  ops.listxattr = WalfsListxattr;
+  ops.removexattr = WalfsRemovexattr;
+  ops.create = WalfsCreate;
+  ops.fallocate = WalfsFallocate;
+  return ops;
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& Operations() {
+  static const fuse_lowlevel_ops ops = MakeOperations();
+  return ops;
+}
+
+}  // namespace walfs::fs

@@ -1,0 +1,77 @@
+// Command line of the walfs daemon.
+//
+//   walfs POOL MOUNTPOINT [-f] [-d] [-s] [-o OPTION[,OPTION...]]...
+//
+// This is the argv shape mount.fuse3 produces, so `mount -t fuse.walfs POOL DIR -o ...`
+// and fstab lines work. Options (see Usage()):
+//   allow_other          let other users in (permission bits decide; see below)
+//   default_permissions  accepted; always in force (the kernel checks mode bits: walfs
+//                        makes no permission checks of its own, so running without it
+//                        would let any user who can reach the mount chown/chmod freely,
+//                        and allow_other must never come without it)
+//   ro                   mount read-only; the pool is opened without recovery writes
+//   noexec               passed to the kernel
+//   threads=N            FUSE worker threads, 1..64 (default 4); -s is threads=1
+//   durability=auto|strict
+//                        auto: on PMEM every write is durable before its reply, so
+//                        FSYNC/FSYNCDIR/FLUSH are answered ENOSYS once and the kernel
+//                        stops sending them; strict: every FSYNC/FSYNCDIR gets a real
+//                        persist (for comparison). The msync fallback always does that.
+//   fsname=NAME          source shown by mount/df (default: the pool path)
+//   subtype=NAME         type shown as fuse.NAME (default: walfs)
+//   debug                same as -d (libfuse request tracing, implies -f)
+// Options mount(8) adds on its own (rw, dev, nodev, suid, nosuid, exec, atime, noatime,
+// relatime, nofail, _netdev, auto, noauto, user, users, defaults, x-*, comment=...) are
+// ignored; anything else is refused.
+//
+// Parsing touches no file: paths are made absolute against the current directory only.
+#ifndef WALFS_FS_OPTIONS_H_
+#define WALFS_FS_OPTIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace walfs::fs {
+
+enum class Durability {
+  kAuto,    // follow the pool's mode (ENOSYS shortcut on PMEM)
+  kStrict,  // answer every FSYNC/FSYNCDIR with a real persist
+};
+
+inline constexpr unsigned kDefaultThreads = 4;
+inline constexpr unsigned kMaxThreads = 64;
+
+struct Options {
+  std::string pool;        // absolute
+  std::string mountpoint;  // absolute
+  bool foreground = false;
+  bool debug = false;
+  bool allow_other = false;
+  bool read_only = false;
+  bool noexec = false;
+  unsigned threads = kDefaultThreads;
+  Durability durability = Durability::kAuto;
+  std::string fsname;  // empty: the pool path
+  std::string subtype = "walfs";
+  bool show_help = false;
+  bool show_version = false;
+  // Mount options that were accepted but ignored, for one log line.
+  std::vector<std::string> ignored;
+};
+
+// Parses argv (argv[0] is the program name). InvalidArgument says what is wrong.
+// With -h/--help or -V/--version the positional arguments are not required.
+absl::StatusOr<Options> ParseCommandLine(int argc, const char* const* argv);
+
+// The usage text for `program`.
+std::string Usage(const std::string& program);
+
+// The argument vector for fuse_session_new (argv[0] included): the kernel mount
+// options (fsname, subtype, default_permissions, allow_other, ro, noexec) and -d.
+std::vector<std::string> FuseSessionArgs(const Options& options);
+
+}  // namespace walfs::fs
+
+#endif  // WALFS_FS_OPTIONS_H_

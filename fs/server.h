@@ -1,0 +1,57 @@
+// Server: what every FUSE callback shares (the session's userdata).
+//
+// Thread safety: the WalDirectory is safe for concurrent calls; the counters here are
+// atomics; everything else is set before the session starts and read-only afterwards.
+#ifndef WALFS_FS_SERVER_H_
+#define WALFS_FS_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "core/wal_directory.h"
+
+namespace walfs::fs {
+
+struct ServerConfig {
+  std::string pool;        // for the status document
+  std::string mountpoint;  // for the status document
+  bool strict = false;     // durability=strict
+  bool read_only = false;
+  unsigned threads = 1;
+};
+
+class Server {
+ public:
+  // `dir` must outlive the server.
+  Server(core::WalDirectory& dir, ServerConfig config);
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  core::WalDirectory& dir() const { return dir_; }
+
+  // True when FSYNC and FSYNCDIR are answered ENOSYS: on PMEM every write and every
+  // namespace change is durable before its reply (wal_directory.h), so an fsync has
+  // nothing left to do, and ENOSYS makes the kernel stop sending it for the rest of the
+  // connection. Never in msync mode, where Fsync is what makes writes durable.
+  bool fsync_shortcut() const { return fsync_shortcut_; }
+  // True when FLUSH (sent at every close) is answered ENOSYS: close promises no
+  // durability in either mode, so only durability=strict keeps the round trip.
+  bool flush_shortcut() const { return !config_.strict; }
+
+  // The status document (status_json.h) as of now.
+  std::string StatusJson() const;
+
+  std::atomic<uint64_t> fuse_fsync{0};
+  std::atomic<uint64_t> fuse_fsyncdir{0};
+  std::atomic<uint64_t> fuse_flush{0};
+
+ private:
+  core::WalDirectory& dir_;
+  const ServerConfig config_;
+  const bool fsync_shortcut_;
+};
+
+}  // namespace walfs::fs
+
+#endif  // WALFS_FS_SERVER_H_

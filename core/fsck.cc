@@ -1,0 +1,1165 @@
+// The walfs checker: one pass reads the raw pool (superblocks, journal, inode and dirent
+// tables, data area) and checks every invariant of format.h; CheckPool repeats passes
+// while repairs are being made.
+#include "core/fsck.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/crc32c.h"
+
+namespace walfs::core {
+namespace {
+
+using format::DirentRecord;
+using format::Extent;
+using format::InodeRecord;
+using format::InodeState;
+using format::InodeType;
+using format::JournalEntry;
+using format::JournalHeader;
+using format::Superblock;
+using Severity = FsckProblem::Severity;
+
+// Past this many problems of one repetitive kind in a pass (free-space runs, unreachable
+// inodes, overlaps), the rest are summed up in one line.
+constexpr size_t kMaxListed = 32;
+constexpr size_t kMaxPasses = 4;
+
+const char kZeros[format::kBlockSize] = {};
+
+bool IsZero(const char* p, uint64_t n) {
+  while (n > 0) {
+    const size_t chunk = std::min<uint64_t>(n, sizeof(kZeros));
+    if (std::memcmp(p, kZeros, chunk) != 0) return false;
+    p += chunk;
+    n -= chunk;
+  }
+  return true;
+}
+
+template <typename T>
+bool IsZeroRecord(const T& record) {
+  return IsZero(reinterpret_cast<const char*>(&record), sizeof(T));
+}
+
+const char* TypeName(InodeType type) {
+  switch (type) {
+    case InodeType::kRegular: return "regular file";
+    case InodeType::kDirectory: return "directory";
+    case InodeType::kSymlink: return "symlink";
+    case InodeType::kNone: break;
+  }
+  return "none";
+}
+
+uint32_t ModeTypeBits(InodeType type) {
+  switch (type) {
+    case InodeType::kRegular: return S_IFREG;
+    case InodeType::kDirectory: return S_IFDIR;
+    case InodeType::kSymlink: return S_IFLNK;
+    case InodeType::kNone: break;
+  }
+  return 0;
+}
+
+uint32_t SuperblockCrc(const Superblock& sb) {
+  return Crc32c(0, &sb, offsetof(Superblock, crc));
+}
+
+// The header with its crc field as zero, then payload_bytes of entries.
+uint32_t JournalCrc(const JournalHeader& header, const char* payload) {
+  JournalHeader h = header;
+  h.crc = 0;
+  return Crc32c(Crc32c(0, &h, sizeof(h)), payload, header.payload_bytes);
+}
+
+// Empty when `sb` is a usable superblock for a region of `region_size` bytes; else why
+// not. Independent of ComputeLayout: only what the format needs to be read safely.
+std::string SuperblockError(const Superblock& sb, uint64_t region_size) {
+  if (sb.magic != format::kSuperblockMagic) {
+    return IsZeroRecord(sb) ? "all zero (no walfs superblock)"
+                            : "bad magic (not a walfs superblock)";
+  }
+  if (sb.version != format::kVersion) {
+    return absl::StrCat("unsupported format version ", sb.version, " (expected ",
+                        format::kVersion, ")");
+  }
+  if (sb.superblock_size != sizeof(Superblock)) {
+    return absl::StrCat("superblock_size is ", sb.superblock_size, ", expected ",
+                        sizeof(Superblock));
+  }
+  const uint32_t crc = SuperblockCrc(sb);
+  if (crc != sb.crc) {
+    return absl::StrFormat("bad crc (stored %08x, computed %08x)", sb.crc, crc);
+  }
+  if (sb.block_size != format::kBlockSize) {
+    return absl::StrCat("block_size is ", sb.block_size, ", expected ", format::kBlockSize);
+  }
+  if (sb.segment_size < format::kMinSegmentSize || sb.segment_size > format::kMaxSegmentSize ||
+      !std::has_single_bit(sb.segment_size)) {
+    return absl::StrCat("segment_size ", sb.segment_size,
+                        " is not a power of two between 1 MiB and 1 GiB");
+  }
+  if (sb.inode_size != format::kInodeSize || sb.dirent_size != format::kDirentSize) {
+    return absl::StrCat("record sizes ", sb.inode_size, "/", sb.dirent_size, ", expected ",
+                        format::kInodeSize, "/", format::kDirentSize);
+  }
+  if (sb.capacity > region_size) {
+    return absl::StrCat("capacity is ", sb.capacity, " bytes but the region has only ",
+                        region_size, " (truncated pool?)");
+  }
+  if (sb.inode_count < 2) return absl::StrCat("inode_count ", sb.inode_count, " < 2");
+  if (sb.journal_size < sizeof(JournalHeader) + sizeof(JournalEntry) + format::kInodeSize) {
+    return absl::StrCat("journal_size ", sb.journal_size, " cannot hold a transaction");
+  }
+  struct Area {
+    const char* name;
+    uint64_t offset, count, unit;
+  };
+  const Area areas[] = {
+      {"journal", sb.journal_offset, sb.journal_size, 1},
+      {"inode table", sb.inode_table_offset, sb.inode_count, sb.inode_size},
+      {"dirent table", sb.dirent_table_offset, sb.dirent_count, sb.dirent_size},
+      {"data area", sb.data_offset, sb.data_blocks, sb.block_size},
+  };
+  uint64_t cursor = 2 * format::kBlockSize;  // after the two superblocks
+  for (const Area& a : areas) {
+    uint64_t length, end;
+    if (a.offset % format::kBlockSize != 0) {
+      return absl::StrCat(a.name, " offset ", a.offset, " is not block-aligned");
+    }
+    if (a.offset < cursor) {
+      return absl::StrCat(a.name, " at offset ", a.offset, " overlaps what precedes it (ends at ",
+                          cursor, ")");
+    }
+    if (__builtin_mul_overflow(a.count, a.unit, &length) ||
+        __builtin_add_overflow(a.offset, length, &end) || end > sb.capacity) {
+      return absl::StrCat(a.name, " at offset ", a.offset, " (", a.count, " x ", a.unit,
+                          " bytes) does not fit in the capacity of ", sb.capacity, " bytes");
+    }
+    cursor = end;
+  }
+  return "";
+}
+
+enum class Slot : uint8_t { kFree, kCorrupt, kLive, kOrphan };
+
+struct InodeInfo {
+  Slot slot = Slot::kFree;
+  InodeType type = InodeType::kNone;
+  uint32_t nlink = 0;
+  uint64_t size = 0;
+  bool extents_ok = true;     // every extent inside the data area, count within bounds
+  bool shares_blocks = false; // an extent overlaps another extent
+  uint32_t names = 0;         // linked dirents naming it
+  uint32_t subdirs = 0;       // linked dirents below it naming a directory
+};
+
+struct OwnedExtent {
+  uint64_t block, count, ino;
+  bool trusted;  // from a record whose crc is valid
+};
+
+// A dirent joining a live directory to a live inode: what the tree is made of.
+struct Link {
+  uint64_t index, parent, child;
+  std::string name;
+};
+
+class Checker {
+ public:
+  Checker(PersistentRegion& region, const FsckOptions& options, FsckReport* report)
+      : region_(region), options_(options), report_(report) {}
+
+  void Run() {
+    report_->region_size = region_.size();
+    if (!CheckSuperblocks()) return;
+    CheckJournal();
+    LoadInodes();
+    LoadDirents();
+    CheckTree();
+    CheckLinkCounts();
+    CheckOverlaps();
+    ReclaimOrphans();
+    CheckFileTails();
+    CheckFreeSpace();
+    FillCounts();
+    if (options_.list_files) ListFiles();
+  }
+
+ private:
+  // ---- Reporting -------------------------------------------------------------------
+
+  void Add(Severity severity, std::string where, std::string what, bool repairable = false,
+           bool repaired = false) {
+    report_->problems.push_back(FsckProblem{severity, std::move(what), std::move(where),
+                                            repairable, repaired});
+  }
+
+  // ---- Raw access ------------------------------------------------------------------
+  // Every caller has bounds-checked the offset against the superblock's geometry, which
+  // CheckSuperblocks validated against the region's size.
+
+  const char* At(uint64_t offset) const { return region_.data() + offset; }
+  uint64_t InodeOffset(uint64_t ino) const {
+    return sb_.inode_table_offset + ino * sb_.inode_size;
+  }
+  uint64_t DirentOffset(uint64_t index) const {
+    return sb_.dirent_table_offset + index * sb_.dirent_size;
+  }
+  uint64_t BlockOffset(uint64_t block) const {
+    return sb_.data_offset + block * sb_.block_size;
+  }
+
+  // Records as recovery would see them: a committed journal transaction not yet replayed
+  // (when not repairing) overlays its home records.
+  template <typename T>
+  T ReadRecord(uint64_t offset) const {
+    T record;
+    auto it = overlay_.find(offset);
+    std::memcpy(&record, it != overlay_.end() ? it->second.data() : At(offset), sizeof(T));
+    return record;
+  }
+  InodeRecord ReadInode(uint64_t ino) const { return ReadRecord<InodeRecord>(InodeOffset(ino)); }
+  DirentRecord ReadDirent(uint64_t index) const {
+    return ReadRecord<DirentRecord>(DirentOffset(index));
+  }
+
+  // ---- Writes (repair only) --------------------------------------------------------
+
+  // Writes one record the way the file system does: the image into the journal under a
+  // header whose crc commits it, then home. Either a crash before the header persists
+  // leaves the old record, or recovery replays the new one.
+  bool CommitRecord(uint64_t offset, const void* image, uint32_t length) {
+    std::string payload(sizeof(JournalEntry) + format::AlignUp(length, 8), '\0');
+    const JournalEntry entry{offset, length, 0};
+    std::memcpy(payload.data(), &entry, sizeof(entry));
+    std::memcpy(payload.data() + sizeof(entry), image, length);
+    JournalHeader header{};
+    header.magic = format::kJournalMagic;
+    header.sequence = ++sequence_;
+    header.entry_count = 1;
+    header.payload_bytes = static_cast<uint32_t>(payload.size());
+    header.crc = JournalCrc(header, payload.data());
+    const uint64_t jo = sb_.journal_offset;
+    region_.Store(jo + sizeof(header), payload.data(), payload.size());
+    region_.Persist(jo + sizeof(header), payload.size());
+    region_.Store(jo, &header, sizeof(header));
+    region_.Persist(jo, sizeof(header));
+    region_.Store(offset, image, length);
+    region_.Persist(offset, length);
+    return true;
+  }
+  bool FreeInode(uint64_t ino) {
+    const InodeRecord zero{};
+    return CommitRecord(InodeOffset(ino), &zero, sizeof(zero));
+  }
+  bool DropDirent(uint64_t index) {
+    const DirentRecord zero{};
+    return CommitRecord(DirentOffset(index), &zero, sizeof(zero));
+  }
+  bool ZeroBytes(uint64_t offset, uint64_t length) {
+    region_.Fill(offset, 0, length);
+    region_.Persist(offset, length);
+    return true;
+  }
+
+  // ---- Superblocks -----------------------------------------------------------------
+
+  bool CheckSuperblocks() {
+    static constexpr const char* kNames[2] = {"superblock A", "superblock B"};
+    if (region_.size() < 2 * format::kBlockSize) {
+      Add(Severity::kError, "pool",
+          absl::StrCat("the region has ", region_.size(),
+                       " bytes, too few to hold the two superblocks"));
+      return false;
+    }
+    Superblock sb[2];
+    std::string error[2];
+    for (int i = 0; i < 2; ++i) {
+      std::memcpy(&sb[i], At(format::kSuperblockOffset[i]), sizeof(Superblock));
+      error[i] = SuperblockError(sb[i], region_.size());
+    }
+    int good;
+    if (error[0].empty() && error[1].empty()) {
+      good = 0;
+      if (std::memcmp(&sb[0], &sb[1], sizeof(Superblock)) != 0) {
+        Add(Severity::kError, "superblocks",
+            "superblock A and B are both valid but differ; A was used");
+      }
+    } else if (error[0].empty() || error[1].empty()) {
+      good = error[0].empty() ? 0 : 1;
+      const int bad = 1 - good;
+      bool fixed = false;
+      if (options_.repair) {
+        region_.Store(format::kSuperblockOffset[bad], &sb[good], sizeof(Superblock));
+        region_.Persist(format::kSuperblockOffset[bad], sizeof(Superblock));
+        fixed = true;
+      }
+      Add(Severity::kError, kNames[bad],
+          absl::StrCat(error[bad], "; ", kNames[good], " is valid",
+                       fixed ? " and was copied over it" : " and can replace it"),
+          true, fixed);
+    } else {
+      for (int i = 0; i < 2; ++i) Add(Severity::kError, kNames[i], error[i]);
+      Add(Severity::kError, "pool",
+          "no valid superblock: the pool's layout is unknown and nothing else was checked");
+      return false;
+    }
+    sb_ = sb[good];
+    report_->superblock = sb_;
+    report_->superblock_valid = true;
+    return true;
+  }
+
+  // ---- Journal ---------------------------------------------------------------------
+
+  // Empty when a journal entry may target [offset, offset + length); else why not.
+  std::string TargetError(uint64_t offset, uint32_t length) const {
+    const uint64_t inode_end = sb_.inode_table_offset + sb_.inode_count * sb_.inode_size;
+    const uint64_t dirent_end = sb_.dirent_table_offset + sb_.dirent_count * sb_.dirent_size;
+    if (offset >= sb_.inode_table_offset && offset < inode_end) {
+      if ((offset - sb_.inode_table_offset) % sb_.inode_size != 0 || length != sb_.inode_size) {
+        return absl::StrCat("offset ", offset, " length ", length,
+                            " is not one whole inode record");
+      }
+      return "";
+    }
+    if (offset >= sb_.dirent_table_offset && offset < dirent_end) {
+      if ((offset - sb_.dirent_table_offset) % sb_.dirent_size != 0 ||
+          length != sb_.dirent_size) {
+        return absl::StrCat("offset ", offset, " length ", length,
+                            " is not one whole dirent record");
+      }
+      return "";
+    }
+    return absl::StrCat("offset ", offset, " lies outside the inode and dirent tables");
+  }
+
+  void CheckJournal() {
+    const uint64_t jo = sb_.journal_offset;
+    JournalHeader header;
+    std::memcpy(&header, At(jo), sizeof(header));
+    if (IsZeroRecord(header)) return;  // never used
+    if (header.magic != format::kJournalMagic) {
+      Add(Severity::kInfo, "journal",
+          "the header has no journal magic: a transaction that never committed; ignored");
+      return;
+    }
+    if (header.payload_bytes > sb_.journal_size - sizeof(header)) {
+      Add(Severity::kInfo, "journal",
+          absl::StrCat("the header claims ", header.payload_bytes,
+                       " payload bytes, more than the journal holds: a torn header of an "
+                       "uncommitted transaction; ignored"));
+      return;
+    }
+    const char* payload = At(jo + sizeof(header));
+    if (JournalCrc(header, payload) != header.crc) {
+      Add(Severity::kInfo, "journal",
+          absl::StrCat("transaction ", header.sequence,
+                       " has a bad crc: torn before its commit point, so never committed; "
+                       "ignored"));
+      return;
+    }
+    sequence_ = header.sequence;
+    report_->journal_sequence = header.sequence;
+
+    std::vector<std::pair<uint64_t, std::string>> images;
+    std::string error;
+    uint64_t pos = 0;
+    for (uint32_t e = 0; e < header.entry_count && error.empty(); ++e) {
+      JournalEntry entry;
+      if (pos + sizeof(entry) > header.payload_bytes) {
+        error = absl::StrCat("entry ", e, " of ", header.entry_count,
+                             " starts past the payload's ", header.payload_bytes, " bytes");
+        break;
+      }
+      std::memcpy(&entry, payload + pos, sizeof(entry));
+      const uint64_t end = pos + sizeof(entry) + format::AlignUp(entry.length, 8);
+      if (entry.length != sb_.inode_size && entry.length != sb_.dirent_size) {
+        error = absl::StrCat("entry ", e, " has length ", entry.length,
+                             ", not that of an inode or dirent record");
+      } else if (end > header.payload_bytes) {
+        error = absl::StrCat("entry ", e, " runs past the payload's ", header.payload_bytes,
+                             " bytes");
+      } else if (std::string t = TargetError(entry.target_offset, entry.length); !t.empty()) {
+        error = absl::StrCat("entry ", e, ": ", t);
+      } else {
+        std::string image(payload + pos + sizeof(entry), entry.length);
+        uint32_t stored;
+        std::memcpy(&stored, image.data(), sizeof(stored));
+        if (!IsZero(image.data(), image.size()) &&
+            RecordCrc(image.data(), image.size()) != stored) {
+          error = absl::StrCat("entry ", e, " holds a record image with a bad crc");
+        }
+        images.emplace_back(entry.target_offset, std::move(image));
+      }
+      pos = end;
+    }
+    if (!error.empty()) {
+      bool fixed = false;
+      if (options_.repair) {
+        // Replaying part of it could be worse than none; the checks that follow judge the
+        // home records as they are.
+        fixed = ZeroBytes(jo, sizeof(header));
+      }
+      Add(Severity::kError, "journal",
+          absl::StrCat("committed transaction ", header.sequence, " is invalid: ", error,
+                       fixed ? "; discarded" : "; recovery cannot replay it"),
+          true, fixed);
+      return;
+    }
+    size_t differing = 0;
+    for (const auto& [offset, image] : images) {
+      if (std::memcmp(At(offset), image.data(), image.size()) != 0) ++differing;
+    }
+    if (differing == 0) return;  // applied: the normal state between transactions
+    bool fixed = false;
+    if (options_.repair) {
+      for (const auto& [offset, image] : images) {
+        region_.Store(offset, image.data(), image.size());
+        region_.Persist(offset, image.size());
+      }
+      fixed = true;
+    } else {
+      for (auto& [offset, image] : images) overlay_[offset] = image;
+    }
+    Add(Severity::kWarning, "journal",
+        absl::StrCat("committed transaction ", header.sequence, " is not replayed: ",
+                     differing, " of its ", images.size(),
+                     " records differ from their home copies",
+                     fixed ? "; replayed" : " (checked as if replayed)"),
+        true, fixed);
+  }
+
+  // ---- Inodes ----------------------------------------------------------------------
+
+  // Blocks a record whose crc is bad may still hold a file's data: never reported as
+  // free space, never zeroed.
+  void ClaimExtents(uint64_t ino, const InodeRecord& r) {
+    if (r.type == InodeType::kSymlink) return;  // inline target bytes, not extents
+    const uint32_t n = std::min<uint32_t>(r.extent_count, format::kMaxExtents);
+    for (uint32_t i = 0; i < n; ++i) {
+      const Extent& x = r.extents[i];
+      if (x.count > 0 && x.block < sb_.data_blocks && x.count <= sb_.data_blocks - x.block) {
+        extents_.push_back({x.block, x.count, ino, false});
+      }
+    }
+  }
+
+  // A symlink's target lives inline in the bytes of `extents` (format.h).
+  void CheckSymlink(const std::string& where, const InodeRecord& r) {
+    if (r.extent_count != 0) {
+      Add(Severity::kError, where,
+          absl::StrCat("symlink has extent_count ", r.extent_count,
+                       "; its target is stored inline"));
+      return;
+    }
+    if (r.size == 0 || r.size > format::kMaxSymlinkTarget) {
+      Add(Severity::kError, where,
+          absl::StrCat("symlink target length ", r.size, " is not within 1..",
+                       format::kMaxSymlinkTarget));
+      return;
+    }
+    const char* target = reinterpret_cast<const char*>(r.extents);
+    if (std::memchr(target, '\0', r.size) != nullptr) {
+      Add(Severity::kError, where, "symlink target contains a NUL byte");
+    }
+  }
+
+  void LoadInodes() {
+    inodes_.assign(sb_.inode_count, InodeInfo{});
+    for (uint64_t ino = 0; ino < sb_.inode_count; ++ino) {
+      const InodeRecord r = ReadInode(ino);
+      if (IsZeroRecord(r)) continue;
+      const std::string where = absl::StrCat("inode ", ino);
+      if (ino == 0) {
+        const bool fixed = options_.repair && FreeInode(0);
+        Add(Severity::kError, where, "reserved slot 0 is not zero", true, fixed);
+        continue;
+      }
+      InodeInfo& info = inodes_[ino];
+      info.slot = Slot::kCorrupt;
+      const uint32_t crc = RecordCrc(&r, sizeof(r));
+      if (crc != r.crc) {
+        Add(Severity::kError, where,
+            absl::StrFormat("bad crc (stored %08x, computed %08x): the record is not used",
+                            r.crc, crc));
+        ClaimExtents(ino, r);
+        continue;
+      }
+      const auto state = static_cast<uint8_t>(r.state);
+      const auto type = static_cast<uint8_t>(r.type);
+      if (r.state != InodeState::kLive && r.state != InodeState::kOrphan) {
+        Add(Severity::kError, where,
+            r.state == InodeState::kFree
+                ? std::string("state is free but the record is not zero")
+                : absl::StrCat("invalid state ", state));
+        ClaimExtents(ino, r);
+        continue;
+      }
+      if (type < 1 || type > 3) {
+        Add(Severity::kError, where, absl::StrCat("invalid type ", type));
+        ClaimExtents(ino, r);
+        continue;
+      }
+      info.slot = r.state == InodeState::kLive ? Slot::kLive : Slot::kOrphan;
+      info.type = r.type;
+      info.nlink = r.nlink;
+      info.size = r.size;
+      if ((r.mode & S_IFMT) != ModeTypeBits(r.type)) {
+        Add(Severity::kError, where,
+            absl::StrFormat("mode 0%o has file-type bits that disagree with its type (%s)",
+                            r.mode, TypeName(r.type)));
+      }
+      if (r.type != InodeType::kRegular && r.extent_count != 0) info.extents_ok = false;
+      if (r.type == InodeType::kSymlink) {
+        CheckSymlink(where, r);
+        continue;
+      }
+      if (r.type == InodeType::kDirectory) {
+        if (r.extent_count != 0) {
+          Add(Severity::kError, where,
+              absl::StrCat("directory has extent_count ", r.extent_count,
+                           "; directories own no data blocks"));
+        }
+        continue;
+      }
+      uint32_t n = r.extent_count;
+      if (n > format::kMaxExtents) {
+        Add(Severity::kError, where,
+            absl::StrCat("extent_count ", n, " exceeds the maximum of ", format::kMaxExtents));
+        n = format::kMaxExtents;
+        info.extents_ok = false;
+      }
+      unsigned __int128 allocated = 0;
+      for (uint32_t i = 0; i < n; ++i) {
+        const Extent& x = r.extents[i];
+        if (x.count == 0) {
+          Add(Severity::kError, where, absl::StrCat("extent ", i, " is empty"));
+          info.extents_ok = false;
+        } else if (x.block >= sb_.data_blocks || x.count > sb_.data_blocks - x.block) {
+          Add(Severity::kError, where,
+              absl::StrCat("extent ", i, " (blocks ", x.block, " +", x.count,
+                           ") lies outside the data area of ", sb_.data_blocks, " blocks"));
+          info.extents_ok = false;
+        } else {
+          extents_.push_back({x.block, x.count, ino, true});
+          allocated += static_cast<unsigned __int128>(x.count) * sb_.block_size;
+        }
+      }
+      if (info.extents_ok && r.size > allocated) {
+        Add(Severity::kError, where,
+            absl::StrCat("size ", r.size, " exceeds the ",
+                         static_cast<uint64_t>(allocated), " bytes its extents hold"));
+        info.extents_ok = false;
+      }
+    }
+    const InodeInfo& root = inodes_[format::kRootInode];
+    if (root.slot != Slot::kLive || root.type != InodeType::kDirectory) {
+      Add(Severity::kError, absl::StrCat("inode ", format::kRootInode),
+          "the root is not a live directory");
+    }
+  }
+
+  // ---- Dirents ---------------------------------------------------------------------
+
+  static std::string NameError(const DirentRecord& d) {
+    if (d.name_length == 0 || d.name_length > format::kMaxNameLength) {
+      return absl::StrCat("name_length ", d.name_length, " is not within 1..",
+                          format::kMaxNameLength);
+    }
+    const std::string_view name(d.name, d.name_length);
+    if (name == "." || name == "..") return "the name is \".\" or \"..\"";
+    if (name.find('/') != std::string_view::npos) return "the name contains '/'";
+    if (name.find('\0') != std::string_view::npos) return "the name contains a NUL byte";
+    if (!IsZero(d.name + d.name_length, sizeof(d.name) - d.name_length)) {
+      return "bytes after the name are not zero";
+    }
+    return "";
+  }
+
+  void LoadDirents() {
+    absl::flat_hash_map<std::pair<uint64_t, std::string>, uint64_t> names;
+    for (uint64_t index = 0; index < sb_.dirent_count; ++index) {
+      const DirentRecord d = ReadDirent(index);
+      if (IsZeroRecord(d)) continue;
+      ++dirents_used_;
+      std::string where = absl::StrCat("dirent ", index);
+      const uint32_t crc = RecordCrc(&d, sizeof(d));
+      if (crc != d.crc) {
+        Add(Severity::kError, where,
+            absl::StrFormat("bad crc (stored %08x, computed %08x): the entry is not used",
+                            d.crc, crc));
+        dirents_trusted_ = false;
+        continue;
+      }
+      if (d.in_use != 1) {
+        Add(Severity::kError, where, absl::StrCat("in_use is ", d.in_use, ", expected 1"));
+        dirents_trusted_ = false;
+        continue;
+      }
+      if (std::string e = NameError(d); !e.empty()) {
+        Add(Severity::kError, where, e);
+        dirents_trusted_ = false;
+        continue;
+      }
+      std::string name(d.name, d.name_length);
+      absl::StrAppend(&where, " (\"", absl::CEscape(name), "\" in directory ", d.parent, ")");
+      if (d.parent == 0 || d.parent >= sb_.inode_count || d.child == 0 ||
+          d.child >= sb_.inode_count) {
+        Add(Severity::kError, where,
+            absl::StrCat("parent ", d.parent, " or child ", d.child,
+                         " is not an inode number of this pool (1..", sb_.inode_count - 1,
+                         ")"));
+        dirents_trusted_ = false;
+        continue;
+      }
+      const InodeInfo& parent = inodes_[d.parent];
+      const InodeInfo& child = inodes_[d.child];
+      // Entries that name nothing real can go: no file loses data or its last name.
+      std::string droppable;
+      if (d.child == format::kRootInode) {
+        droppable = "it names the root directory, which has no entry";
+      } else if (parent.slot == Slot::kFree) {
+        droppable = absl::StrCat("its directory, inode ", d.parent, ", is free");
+      } else if (child.slot == Slot::kFree) {
+        droppable = absl::StrCat("it names inode ", d.child, ", which is free");
+      }
+      if (!droppable.empty()) {
+        const bool fixed = options_.repair && DropDirent(index);
+        Add(Severity::kError, where, droppable + (fixed ? "; entry removed" : ""), true,
+            fixed);
+        continue;
+      }
+      std::string broken;
+      if (parent.slot == Slot::kCorrupt || child.slot == Slot::kCorrupt) {
+        broken = absl::StrCat("its ", parent.slot == Slot::kCorrupt ? "directory" : "child",
+                              " inode is corrupt");
+      } else if (parent.slot != Slot::kLive || parent.type != InodeType::kDirectory) {
+        broken = absl::StrCat("its parent, inode ", d.parent, ", is not a live directory");
+      } else if (child.slot != Slot::kLive) {
+        broken = absl::StrCat("it names inode ", d.child,
+                              ", an orphan (unlinked) inode");
+      }
+      if (!broken.empty()) {
+        Add(Severity::kError, where, broken);
+        dirents_trusted_ = false;
+        continue;
+      }
+      if (d.type != child.type) {
+        bool fixed = false;
+        if (options_.repair) {
+          DirentRecord fixed_record = d;
+          fixed_record.type = child.type;
+          fixed_record.crc = RecordCrc(&fixed_record, sizeof(fixed_record));
+          fixed = CommitRecord(DirentOffset(index), &fixed_record, sizeof(fixed_record));
+        }
+        Add(Severity::kError, where,
+            absl::StrCat("records type ", static_cast<int>(d.type), " but inode ", d.child,
+                         " is a ", TypeName(child.type), fixed ? "; corrected" : ""),
+            true, fixed);
+      }
+      auto [it, inserted] = names.try_emplace(std::make_pair(d.parent, name), index);
+      if (!inserted) {
+        Add(Severity::kError, where,
+            absl::StrCat("duplicate name: dirent ", it->second,
+                         " has the same name in the same directory"));
+        dirents_trusted_ = false;
+        continue;
+      }
+      links_.push_back(Link{index, d.parent, d.child, std::move(name)});
+    }
+  }
+
+  // ---- Directory tree --------------------------------------------------------------
+
+  void CheckTree() {
+    absl::flat_hash_map<uint64_t, uint64_t> parent_of_dir;
+    for (size_t i = 0; i < links_.size(); ++i) {
+      const Link& l = links_[i];
+      children_[l.parent].push_back(i);
+      InodeInfo& child = inodes_[l.child];
+      ++child.names;
+      if (child.type == InodeType::kDirectory) {
+        ++inodes_[l.parent].subdirs;
+        parent_of_dir.try_emplace(l.child, l.parent);
+      }
+    }
+    for (uint64_t ino = 0; ino < inodes_.size(); ++ino) {
+      const InodeInfo& info = inodes_[ino];
+      if (info.type == InodeType::kDirectory && info.names > 1) {
+        Add(Severity::kError, absl::StrCat("inode ", ino),
+            absl::StrCat("directory named by ", info.names,
+                         " entries: directories cannot be hard-linked"));
+      }
+    }
+
+    reachable_.assign(inodes_.size(), false);
+    const InodeInfo& root = inodes_[format::kRootInode];
+    if (root.slot == Slot::kLive && root.type == InodeType::kDirectory) {
+      std::deque<uint64_t> queue{format::kRootInode};
+      reachable_[format::kRootInode] = true;
+      while (!queue.empty()) {
+        const uint64_t dir = queue.front();
+        queue.pop_front();
+        auto it = children_.find(dir);
+        if (it == children_.end()) continue;
+        for (size_t i : it->second) {
+          const uint64_t child = links_[i].child;
+          if (reachable_[child]) continue;
+          reachable_[child] = true;
+          if (inodes_[child].type == InodeType::kDirectory) queue.push_back(child);
+        }
+      }
+    }
+
+    // Unreachable directories: follow each one's parent chain; a chain that comes back
+    // on itself without meeting the root is a cycle.
+    std::vector<bool> walked(inodes_.size(), false);
+    for (uint64_t ino = 0; ino < inodes_.size(); ++ino) {
+      if (reachable_[ino] || walked[ino] || inodes_[ino].type != InodeType::kDirectory ||
+          inodes_[ino].slot != Slot::kLive) {
+        continue;
+      }
+      std::vector<uint64_t> chain;
+      absl::flat_hash_set<uint64_t> on_chain;
+      uint64_t cur = ino;
+      while (!reachable_[cur] && !walked[cur]) {
+        if (!on_chain.insert(cur).second) {
+          auto start = std::find(chain.begin(), chain.end(), cur);
+          std::vector<uint64_t> cycle(start, chain.end());
+          Add(Severity::kError, absl::StrCat("inode ", *std::min_element(cycle.begin(), cycle.end())),
+              absl::StrCat("directories ", absl::StrJoin(cycle, " -> "),
+                           " form a cycle that the root does not reach"));
+          break;
+        }
+        chain.push_back(cur);
+        auto it = parent_of_dir.find(cur);
+        if (it == parent_of_dir.end()) break;
+        cur = it->second;
+      }
+      for (uint64_t c : chain) walked[c] = true;
+    }
+
+    size_t unreachable = 0;
+    for (uint64_t ino = 2; ino < inodes_.size(); ++ino) {
+      if (inodes_[ino].slot != Slot::kLive || reachable_[ino]) continue;
+      if (++unreachable <= kMaxListed) {
+        Add(Severity::kError, absl::StrCat("inode ", ino),
+            absl::StrCat("live ", TypeName(inodes_[ino].type),
+                         " is not reachable from the root directory"));
+      }
+    }
+    if (unreachable > kMaxListed) {
+      Add(Severity::kError, "inodes",
+          absl::StrCat(unreachable - kMaxListed, " more live inodes are not reachable"));
+    }
+  }
+
+  // ---- Link counts -----------------------------------------------------------------
+
+  void CheckLinkCounts() {
+    for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
+      const InodeInfo& info = inodes_[ino];
+      if (info.slot != Slot::kLive) continue;
+      if (ino != format::kRootInode && info.names == 0) continue;  // reported unreachable
+      const bool dir = info.type == InodeType::kDirectory;
+      const uint32_t expected = dir ? 2 + info.subdirs : info.names;
+      if (info.nlink == expected) continue;
+      // Counting needs every entry: one that could not be read may name this inode.
+      const bool repairable = dirents_trusted_;
+      bool fixed = false;
+      if (options_.repair && repairable) {
+        InodeRecord r = ReadInode(ino);
+        r.nlink = expected;
+        r.crc = RecordCrc(&r, sizeof(r));
+        fixed = CommitRecord(InodeOffset(ino), &r, sizeof(r));
+      }
+      Add(Severity::kError, absl::StrCat("inode ", ino),
+          dir ? absl::StrCat("directory link count is ", info.nlink, ", expected 2 + ",
+                             info.subdirs, " subdirectories = ", expected,
+                             fixed ? "; corrected" : "")
+              : absl::StrCat("link count is ", info.nlink, " but ", info.names,
+                             " entries name it", fixed ? "; corrected" : ""),
+          repairable, fixed);
+    }
+  }
+
+  // ---- Extents ---------------------------------------------------------------------
+
+  void CheckOverlaps() {
+    std::sort(extents_.begin(), extents_.end(), [](const OwnedExtent& a, const OwnedExtent& b) {
+      return a.block != b.block ? a.block < b.block : a.ino < b.ino;
+    });
+    size_t overlaps = 0;
+    uint64_t run_begin = 0, run_end = 0;
+    size_t widest = 0;  // index of the extent reaching furthest so far
+    for (size_t i = 0; i < extents_.size(); ++i) {
+      const OwnedExtent& e = extents_[i];
+      const uint64_t end = e.block + e.count;
+      if (i > 0 && e.block < run_end) {
+        const OwnedExtent& other = extents_[widest];
+        if (e.trusted && other.trusted) {
+          inodes_[e.ino].shares_blocks = true;
+          inodes_[other.ino].shares_blocks = true;
+          if (++overlaps <= kMaxListed) {
+            Add(Severity::kError, absl::StrCat("inode ", e.ino),
+                absl::StrCat("extent (blocks ", e.block, " +", e.count, ") overlaps ",
+                             e.ino == other.ino ? std::string("another extent of the same inode")
+                                                : absl::StrCat("inode ", other.ino),
+                             " (blocks ", other.block, " +", other.count, ")"));
+          }
+        }
+        if (end > run_end) {
+          run_end = end;
+          widest = i;
+        }
+      } else {
+        if (i > 0) used_runs_.emplace_back(run_begin, run_end);
+        run_begin = e.block;
+        run_end = end;
+        widest = i;
+      }
+    }
+    if (!extents_.empty()) used_runs_.emplace_back(run_begin, run_end);
+    if (overlaps > kMaxListed) {
+      Add(Severity::kError, "extents",
+          absl::StrCat(overlaps - kMaxListed, " more overlapping extents"));
+    }
+  }
+
+  // ---- Orphans, file tails, free space ---------------------------------------------
+
+  void ReclaimOrphans() {
+    for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
+      const InodeInfo& info = inodes_[ino];
+      if (info.slot != Slot::kOrphan) continue;
+      const InodeRecord r = ReadInode(ino);
+      uint64_t blocks = 0;
+      const uint32_t n = r.type == InodeType::kRegular
+                             ? std::min<uint32_t>(r.extent_count, format::kMaxExtents)
+                             : 0;
+      for (uint32_t i = 0; i < n; ++i) blocks += r.extents[i].count;
+      // Zeroing blocks another inode also claims would destroy its data.
+      const bool repairable = info.extents_ok && !info.shares_blocks && info.names == 0;
+      bool fixed = false;
+      if (options_.repair && repairable) {
+        for (uint32_t i = 0; i < n; ++i) {
+          ZeroBytes(BlockOffset(r.extents[i].block), r.extents[i].count * sb_.block_size);
+        }
+        fixed = FreeInode(ino);
+      }
+      Add(Severity::kWarning, absl::StrCat("inode ", ino),
+          absl::StrCat("orphan ", TypeName(info.type), " (unlinked, ", blocks,
+                       " blocks): ", fixed ? "reclaimed" : "reclaimable"),
+          repairable, fixed);
+    }
+  }
+
+  void CheckFileTails() {
+    for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
+      const InodeInfo& info = inodes_[ino];
+      if (info.slot != Slot::kLive || !info.extents_ok || info.shares_blocks) continue;
+      const InodeRecord r = ReadInode(ino);
+      std::vector<std::pair<uint64_t, uint64_t>> dirty;  // pool offset, length
+      uint64_t file_offset = 0;
+      for (uint32_t i = 0; i < r.extent_count; ++i) {
+        const uint64_t bytes = r.extents[i].count * sb_.block_size;
+        if (file_offset + bytes > r.size) {
+          const uint64_t skip = r.size > file_offset ? r.size - file_offset : 0;
+          const uint64_t start = BlockOffset(r.extents[i].block) + skip;
+          if (!IsZero(At(start), bytes - skip)) dirty.emplace_back(start, bytes - skip);
+        }
+        file_offset += bytes;
+      }
+      if (dirty.empty()) continue;
+      bool fixed = false;
+      if (options_.repair) {
+        for (const auto& [offset, length] : dirty) ZeroBytes(offset, length);
+        fixed = true;
+      }
+      Add(Severity::kWarning, absl::StrCat("inode ", ino),
+          absl::StrCat("bytes past the end of the file (size ", r.size, ") are not zero in ",
+                       dirty.size(), " extent(s)", fixed ? "; zeroed" : ""),
+          true, fixed);
+    }
+  }
+
+  void CheckFreeSpace() {
+    size_t runs = 0;
+    uint64_t unlisted_blocks = 0;
+    bool unlisted_fixed = false;
+    auto report_run = [&](uint64_t begin, uint64_t end) {
+      bool fixed = false;
+      if (options_.repair) {
+        fixed = ZeroBytes(BlockOffset(begin), (end - begin) * sb_.block_size);
+      }
+      if (++runs <= kMaxListed) {
+        Add(Severity::kError, absl::StrCat("data blocks ", begin, "-", end - 1),
+            absl::StrCat(end - begin, " block(s) owned by no inode are not zero",
+                         fixed ? "; zeroed" : ""),
+            true, fixed);
+      } else {
+        unlisted_blocks += end - begin;
+        unlisted_fixed = fixed;
+      }
+    };
+    auto scan_gap = [&](uint64_t begin, uint64_t end) {
+      uint64_t dirty_begin = end;
+      for (uint64_t b = begin; b < end; ++b) {
+        const bool zero = IsZero(At(BlockOffset(b)), sb_.block_size);
+        if (!zero && dirty_begin == end) dirty_begin = b;
+        if (zero && dirty_begin != end) {
+          report_run(dirty_begin, b);
+          dirty_begin = end;
+        }
+      }
+      if (dirty_begin != end) report_run(dirty_begin, end);
+    };
+    uint64_t cursor = 0, used = 0;
+    for (const auto& [begin, end] : used_runs_) {
+      if (begin > cursor) scan_gap(cursor, begin);
+      used += end - begin;
+      cursor = end;
+    }
+    if (cursor < sb_.data_blocks) scan_gap(cursor, sb_.data_blocks);
+    if (runs > kMaxListed) {
+      Add(Severity::kError, "data blocks",
+          absl::StrCat(runs - kMaxListed, " more runs (", unlisted_blocks,
+                       " blocks) owned by no inode are not zero",
+                       unlisted_fixed ? "; zeroed" : ""),
+          true, unlisted_fixed);
+    }
+    blocks_used_ = used;
+  }
+
+  // ---- Summary -----------------------------------------------------------------------
+
+  void FillCounts() {
+    FsckReport& r = *report_;
+    r.inodes_total = sb_.inode_count - 1;
+    for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
+      const InodeInfo& info = inodes_[ino];
+      if (info.slot == Slot::kFree) ++r.inodes_free;
+      if (info.slot == Slot::kOrphan) ++r.inodes_orphan;
+      if (info.slot != Slot::kLive) continue;
+      ++r.inodes_live;
+      if (info.type == InodeType::kRegular) ++r.files;
+      if (info.type == InodeType::kDirectory) ++r.dirs;
+      if (info.type == InodeType::kSymlink) ++r.symlinks;
+    }
+    r.dirents_total = sb_.dirent_count;
+    r.dirents_used = dirents_used_;
+    r.blocks_total = sb_.data_blocks;
+    r.blocks_used = blocks_used_;
+    r.blocks_free = sb_.data_blocks - blocks_used_;
+  }
+
+  void ListFiles() {
+    std::vector<bool> listed(inodes_.size(), false);
+    std::vector<std::pair<uint64_t, std::string>> stack{{format::kRootInode, "/"}};
+    if (inodes_[format::kRootInode].slot != Slot::kLive) return;
+    listed[format::kRootInode] = true;
+    while (!stack.empty()) {
+      auto [ino, path] = std::move(stack.back());
+      stack.pop_back();
+      report_->files_list.push_back(FsckFile{path, ino, ReadInode(ino)});
+      auto it = children_.find(ino);
+      if (it == children_.end()) continue;
+      for (size_t i : it->second) {
+        const Link& l = links_[i];
+        std::string child_path = absl::StrCat(path == "/" ? "" : path, "/", l.name);
+        // A hard-linked file is listed under each name; a directory only once.
+        if (inodes_[l.child].type == InodeType::kDirectory) {
+          if (listed[l.child]) continue;
+          listed[l.child] = true;
+        }
+        stack.emplace_back(l.child, std::move(child_path));
+      }
+    }
+    std::sort(report_->files_list.begin(), report_->files_list.end(),
+              [](const FsckFile& a, const FsckFile& b) { return a.path < b.path; });
+  }
+
+  PersistentRegion& region_;
+  const FsckOptions& options_;
+  FsckReport* report_;
+  Superblock sb_{};
+  uint64_t sequence_ = 0;
+  absl::flat_hash_map<uint64_t, std::string> overlay_;
+  std::vector<InodeInfo> inodes_;
+  std::vector<OwnedExtent> extents_;
+  std::vector<std::pair<uint64_t, uint64_t>> used_runs_;  // merged [begin, end) blocks
+  std::vector<Link> links_;
+  absl::flat_hash_map<uint64_t, std::vector<size_t>> children_;  // dir -> links_ indices
+  std::vector<bool> reachable_;
+  bool dirents_trusted_ = true;  // every used dirent was readable and consistent
+  uint64_t dirents_used_ = 0;
+  uint64_t blocks_used_ = 0;
+};
+
+bool SameProblem(const FsckProblem& a, const FsckProblem& b) {
+  return a.severity == b.severity && a.where == b.where && a.what == b.what;
+}
+
+}  // namespace
+
+std::string_view SeverityName(FsckProblem::Severity severity) {
+  switch (severity) {
+    case Severity::kInfo: return "info";
+    case Severity::kWarning: return "warning";
+    case Severity::kError: return "error";
+  }
+  return "?";
+}
+
+bool FsckReport::clean() const { return Count(Severity::kError, true) == 0; }
+
+size_t FsckReport::Count(FsckProblem::Severity severity, bool unrepaired_only) const {
+  return std::count_if(problems.begin(), problems.end(), [&](const FsckProblem& p) {
+    return p.severity == severity && !(unrepaired_only && p.repaired);
+  });
+}
+
+size_t FsckReport::repaired_count() const {
+  return std::count_if(problems.begin(), problems.end(),
+                       [](const FsckProblem& p) { return p.repaired; });
+}
+
+absl::StatusOr<FsckReport> CheckPool(PersistentRegion& region, const FsckOptions& options) {
+  FsckReport result;
+  for (size_t pass = 1; pass <= kMaxPasses; ++pass) {
+    // The last pass only looks, so a repair that did not hold is reported unrepaired.
+    FsckOptions pass_options = options;
+    pass_options.repair = options.repair && pass < kMaxPasses;
+    FsckReport report;
+    Checker(region, pass_options, &report).Run();
+    // A problem found again keeps its first wording; it is repaired only if the last
+    // pass that saw it repaired it.
+    for (FsckProblem& p : report.problems) {
+      auto it = std::find_if(result.problems.begin(), result.problems.end(),
+                             [&](const FsckProblem& q) { return SameProblem(p, q); });
+      if (it == result.problems.end()) {
+        result.problems.push_back(std::move(p));
+      } else {
+        it->repaired = p.repaired;
+      }
+    }
+    const bool repaired_now = report.repaired_count() > 0;
+    report.problems = std::move(result.problems);
+    result = std::move(report);
+    result.passes = pass;
+    if (!pass_options.repair || !repaired_now) break;
+  }
+  return result;
+}
+
+std::string JsonQuote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string FormatUuid(const uint8_t (&uuid)[16]) {
+  std::string out;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += absl::StrFormat("%02x", uuid[i]);
+  }
+  return out;
+}
+
+std::string FsckReportJson(const FsckReport& report) {
+  std::string out = absl::StrCat("{\"clean\":", report.clean() ? "true" : "false",
+                                 ",\"superblock_valid\":",
+                                 report.superblock_valid ? "true" : "false",
+                                 ",\"region_size\":", report.region_size);
+  if (report.superblock_valid) {
+    const Superblock& sb = report.superblock;
+    absl::StrAppend(&out, ",\"superblock\":{\"version\":", sb.version,
+                    ",\"uuid\":", JsonQuote(FormatUuid(sb.uuid)),
+                    ",\"capacity\":", sb.capacity, ",\"block_size\":", sb.block_size,
+                    ",\"segment_size\":", sb.segment_size,
+                    ",\"journal_offset\":", sb.journal_offset,
+                    ",\"journal_size\":", sb.journal_size,
+                    ",\"inode_table_offset\":", sb.inode_table_offset,
+                    ",\"inode_count\":", sb.inode_count,
+                    ",\"dirent_table_offset\":", sb.dirent_table_offset,
+                    ",\"dirent_count\":", sb.dirent_count,
+                    ",\"data_offset\":", sb.data_offset,
+                    ",\"data_blocks\":", sb.data_blocks,
+                    ",\"created_ns\":", sb.created_ns, "}");
+    absl::StrAppend(&out, ",\"usage\":{\"inodes_total\":", report.inodes_total,
+                    ",\"inodes_live\":", report.inodes_live,
+                    ",\"inodes_orphan\":", report.inodes_orphan,
+                    ",\"inodes_free\":", report.inodes_free,
+                    ",\"dirents_total\":", report.dirents_total,
+                    ",\"dirents_used\":", report.dirents_used, ",\"files\":", report.files,
+                    ",\"dirs\":", report.dirs, ",\"symlinks\":", report.symlinks,
+                    ",\"blocks_total\":", report.blocks_total,
+                    ",\"blocks_used\":", report.blocks_used,
+                    ",\"blocks_free\":", report.blocks_free,
+                    ",\"journal_sequence\":", report.journal_sequence, "}");
+  }
+  absl::StrAppend(&out, ",\"problems\":[");
+  for (size_t i = 0; i < report.problems.size(); ++i) {
+    const FsckProblem& p = report.problems[i];
+    absl::StrAppend(&out, i ? "," : "", "{\"severity\":",
+                    JsonQuote(SeverityName(p.severity)), ",\"where\":", JsonQuote(p.where),
+                    ",\"what\":", JsonQuote(p.what),
+                    ",\"repairable\":", p.repairable ? "true" : "false",
+                    ",\"repaired\":", p.repaired ? "true" : "false", "}");
+  }
+  out += "]";
+  if (!report.files_list.empty()) {
+    out += ",\"files\":[";
+    for (size_t i = 0; i < report.files_list.size(); ++i) {
+      const FsckFile& f = report.files_list[i];
+      const InodeRecord& r = f.record;
+      absl::StrAppend(&out, i ? "," : "", "{\"path\":", JsonQuote(f.path),
+                      ",\"ino\":", f.ino, ",\"type\":", JsonQuote(TypeName(r.type)),
+                      ",\"size\":", r.size, ",\"mode\":", JsonQuote(absl::StrFormat("%04o", r.mode & 07777)),
+                      ",\"uid\":", r.uid, ",\"gid\":", r.gid, ",\"nlink\":", r.nlink,
+                      ",\"mtime_ns\":", r.mtime_ns, ",\"generation\":", r.generation,
+                      ",\"extents\":[");
+      const uint32_t n = std::min<uint32_t>(r.extent_count, format::kMaxExtents);
+      for (uint32_t e = 0; e < n; ++e) {
+        absl::StrAppend(&out, e ? "," : "", "{\"block\":", r.extents[e].block,
+                        ",\"count\":", r.extents[e].count, "}");
+      }
+      out += "]}";
+    }
+    out += "]";
+  }
+  return out + "}";
+}
+
+}  // namespace walfs::core

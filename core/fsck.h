@@ -1,0 +1,110 @@
+// Fsck: an independent checker (and careful repairer) of a walfs pool's on-media format.
+//
+// It reads the raw bytes described by core/format.h and nothing else: it shares no code
+// with WalDirectory, so a bug in the namespace, journal or allocator shows up here as a
+// broken invariant instead of being read back the same wrong way.
+//
+// Every offset, length and index read from the pool is bounds-checked before use, and
+// every walk over links (directory tree, parent chains) carries a visited set: a
+// corrupt pool produces problems in the report, never a crash or a loop.
+//
+// Severity:
+//  - kError: the pool breaks an invariant of format.h (corruption, or a bug that wrote
+//    a wrong record).
+//  - kWarning: a state a power failure legitimately leaves and that WalDirectory::Open
+//    recovers by itself (a journal not yet replayed, orphans not yet reclaimed,
+//    unacknowledged bytes past a file's end).
+//  - kInfo: worth knowing, nothing wrong (a torn, uncommitted journal transaction).
+//
+// Repair (FsckOptions::repair) fixes only what has one safe answer, and marks each such
+// problem `repaired`: a bad superblock copy from the good one, replaying (or discarding
+// an invalid) journal transaction, dirents naming free inodes or the root, dirent types,
+// link counts, orphans (data zeroed, then the inode freed), non-zero free space and
+// non-zero bytes past a file's end. Record changes go through the pool's journal exactly
+// as the file system writes them (images, header, persist, then home copies, persist),
+// so a crash during a repair leaves a pool that recovery completes. After repairing,
+// the pool is checked again until a pass repairs nothing; the report keeps every problem
+// found, with what is left unrepaired.
+//
+// The pool must not be in use (mounted) while it is checked.
+#ifndef WALFS_CORE_FSCK_H_
+#define WALFS_CORE_FSCK_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/format.h"
+#include "core/persistent_region.h"
+
+namespace walfs::core {
+
+struct FsckOptions {
+  bool repair = false;
+  // Fill FsckReport::files with every inode reachable from the root (walfsctl inspect).
+  bool list_files = false;
+};
+
+struct FsckProblem {
+  enum Severity { kInfo, kWarning, kError };
+  Severity severity = kError;
+  std::string what;   // a sentence: what is wrong, with the numbers that show it
+  std::string where;  // "superblock B", "journal", "inode 17", "dirent 4", "data blocks 8-15"
+  bool repairable = false;  // fsck --repair knows a safe fix
+  bool repaired = false;
+};
+std::string_view SeverityName(FsckProblem::Severity severity);
+
+// One reachable inode, for listings.
+struct FsckFile {
+  std::string path;  // "/" for the root, "/a/b" below it
+  uint64_t ino = 0;
+  format::InodeRecord record{};
+};
+
+struct FsckReport {
+  std::vector<FsckProblem> problems;
+
+  // The superblock the check used (from a valid copy); meaningless unless
+  // superblock_valid. Without one, nothing past the superblocks was checked.
+  bool superblock_valid = false;
+  format::Superblock superblock{};
+  uint64_t region_size = 0;
+
+  // Counts from the last pass (after repairs). inodes_total excludes reserved slot 0.
+  uint64_t inodes_total = 0, inodes_live = 0, inodes_orphan = 0, inodes_free = 0;
+  uint64_t dirents_total = 0, dirents_used = 0;
+  uint64_t files = 0, dirs = 0, symlinks = 0;
+  uint64_t blocks_total = 0, blocks_used = 0, blocks_free = 0;
+  uint64_t journal_sequence = 0;  // of the last committed transaction, 0 if none
+  uint32_t passes = 0;            // check passes run (more than one after repairs)
+
+  std::vector<FsckFile> files_list;  // with FsckOptions::list_files, sorted by path
+
+  // No kError problem is left unrepaired. Warnings do not make a pool unclean: recovery
+  // handles them at the next read-write open.
+  bool clean() const;
+  size_t Count(FsckProblem::Severity severity, bool unrepaired_only) const;
+  size_t repaired_count() const;
+};
+
+// Checks (and with options.repair, repairs) the pool on `region`. The status is an error
+// only when the check itself cannot run; everything wrong with the pool is in the report.
+// Without repair the region is only read.
+absl::StatusOr<FsckReport> CheckPool(PersistentRegion& region, const FsckOptions& options);
+
+// The report as one JSON object: "clean", "superblock" (geometry, when valid), "usage"
+// (counts), "problems", and "files" when the report lists files. For the tools' --json.
+std::string FsckReportJson(const FsckReport& report);
+
+// `s` as a JSON string literal, quotes included (bytes >= 0x80 pass through as they are).
+std::string JsonQuote(std::string_view s);
+
+// "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+std::string FormatUuid(const uint8_t (&uuid)[16]);
+
+}  // namespace walfs::core
+
+#endif  // WALFS_CORE_FSCK_H_

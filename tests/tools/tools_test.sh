@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# mkfs.walfs, fsck.walfs and walfsctl on real pool files: option parsing, refusals,
+# exit codes, damage injected with dd, inspect/export, status formatting. When the
+# daemon and /dev/fuse are there, a pool populated through a real mount is also checked
+# and exported.
+source "$(dirname "$0")/../integration/lib/common.sh"
+
+for tool in "$MKFS" "$FSCK" "$WALFSCTL"; do
+  [ -x "$tool" ] || fail "not built: $tool"
+done
+
+W=$(make_workdir)
+OUT=$W/out
+ERR=$W/err
+
+# expect_rc RC CMD...: runs CMD (stdout -> $OUT, stderr -> $ERR), fails unless it exits RC.
+expect_rc() {
+  local want=$1 got=0
+  shift
+  "$@" >"$OUT" 2>"$ERR" || got=$?
+  if [ "$got" != "$want" ]; then
+    cat "$OUT" "$ERR" >&2
+    fail "expected exit $want, got $got: $*"
+  fi
+}
+expect_out() { grep -q -- "$1" "$OUT" || { cat "$OUT" >&2; fail "stdout lacks: $1"; }; }
+expect_err() { grep -q -- "$1" "$ERR" || { cat "$ERR" >&2; fail "stderr lacks: $1"; }; }
+file_size() { stat -c %s "$1"; }
+
+# Superblock A is at offset 0, B at 4096; the capacity field is at byte 32 of each.
+smash() { printf '%s' "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
+
+log "mkfs: sizes and creation"
+expect_rc 0 "$MKFS" --help
+expect_out "1024"
+expect_rc 0 "$MKFS" --size 64M "$W/a.pool"
+expect_out "uuid"
+expect_out "64.00 MiB"
+[ "$(file_size "$W/a.pool")" = $((64 << 20)) ] || fail "64M is not 64 MiB"
+[ "$(stat -c %a "$W/a.pool")" = 600 ] || fail "new pool is not mode 0600"
+for spec in 67108864 65536K 65536k 64MiB 64m; do
+  rm -f "$W/s.pool"
+  expect_rc 0 "$MKFS" -q --size "$spec" "$W/s.pool"
+  [ "$(file_size "$W/s.pool")" = $((64 << 20)) ] || fail "--size $spec is not 64 MiB"
+done
+rm -f "$W/s.pool"
+expect_rc 0 "$MKFS" -q -s 1GiB "$W/s.pool"
+[ "$(file_size "$W/s.pool")" = $((1 << 30)) ] || fail "1GiB is not 2^30"
+rm -f "$W/s.pool"
+for bad in "" 12Q 1.5G -5 M 64MB 99999999999999999999; do
+  expect_rc 1 "$MKFS" --size "$bad" "$W/bad.pool"
+  expect_err "bad size"
+done
+[ ! -e "$W/bad.pool" ] || fail "a refused mkfs left a file"
+expect_rc 1 "$MKFS" "$W/nosize.pool"
+expect_err "size is required"
+expect_rc 1 "$MKFS" --bogus "$W/x.pool"
+expect_err "unknown option"
+expect_rc 1 "$MKFS" --size 64M
+expect_err "no POOL"
+
+log "mkfs: segment sizes"
+for bad in 3M 512K 2G 0 1000000; do
+  expect_rc 1 "$MKFS" --size 64M --segment-size "$bad" "$W/seg.pool"
+  expect_err "power of two"
+done
+expect_rc 0 "$MKFS" --size 64M --segment-size 1M "$W/seg.pool"
+expect_out "1.00 MiB"
+expect_rc 0 "$MKFS" --force --size 256M --segment-size 64M "$W/seg.pool"
+expect_out "64.00 MiB"
+
+log "mkfs: too small, no space"
+expect_rc 1 "$MKFS" --size 1M "$W/small.pool"
+expect_err "too small"
+[ ! -e "$W/small.pool" ] || fail "a too-small mkfs left a file"
+expect_rc 1 "$MKFS" --size 100T "$W/huge.pool"
+expect_err "not enough space"
+[ ! -e "$W/huge.pool" ] || fail "a failed mkfs left a file"
+
+log "mkfs: refuses to overwrite"
+expect_rc 1 "$MKFS" --size 64M "$W/a.pool"
+expect_err "already holds a walfs pool"
+echo "precious" >"$W/data.txt"
+expect_rc 1 "$MKFS" --size 64M "$W/data.txt"
+expect_err "not empty"
+grep -q precious "$W/data.txt" || fail "mkfs touched a file it refused"
+: >"$W/empty.pool"
+expect_rc 1 "$MKFS" "$W/empty.pool"
+expect_err "size is required"
+expect_rc 0 "$MKFS" --size 64M "$W/empty.pool"
+expect_rc 0 "$MKFS" --force "$W/a.pool"
+expect_rc 0 "$MKFS" --force --size 96M "$W/a.pool"
+[ "$(file_size "$W/a.pool")" = $((96 << 20)) ] || fail "--size did not resize an existing file"
+chmod 0400 "$W/empty.pool"
+if [ "$(id -u)" != 0 ]; then
+  expect_rc 1 "$MKFS" --force "$W/empty.pool"
+  expect_err "not writable"
+fi
+
+log "fsck: exit codes on a clean pool"
+expect_rc 0 "$FSCK" "$W/a.pool"
+expect_out "clean"
+expect_rc 0 "$FSCK" -n "$W/a.pool"
+expect_rc 0 "$FSCK" -fy "$W/a.pool"
+expect_rc 0 "$FSCK" --json "$W/a.pool"
+expect_out '"exit_code":0'
+expect_out '"clean":true'
+expect_rc 16 "$FSCK"
+expect_rc 16 "$FSCK" --bogus "$W/a.pool"
+expect_rc 16 "$FSCK" -n -y "$W/a.pool"
+expect_rc 8 "$FSCK" "$W/missing.pool"
+expect_err "missing.pool"
+
+log "fsck: one bad superblock: 4, repaired 1, then 0"
+cp "$W/a.pool" "$W/b.pool"
+smash "$W/b.pool" 32 "XXXX"
+sum_before=$(md5sum <"$W/b.pool")
+expect_rc 4 "$FSCK" "$W/b.pool"
+expect_out "superblock A"
+[ "$(md5sum <"$W/b.pool")" = "$sum_before" ] || fail "fsck without --repair wrote"
+expect_rc 4 "$FSCK" --json "$W/b.pool"
+expect_out '"exit_code":4'
+expect_out '"repairable":true'
+expect_rc 1 "$FSCK" --repair "$W/b.pool"
+expect_out "repaired"
+expect_rc 0 "$FSCK" "$W/b.pool"
+cmp -s -n 4096 "$W/b.pool" "$W/a.pool" || fail "superblock A not restored"
+
+log "fsck: both superblocks bad: 4, not repairable"
+smash "$W/b.pool" 32 "XXXX"
+smash "$W/b.pool" $((4096 + 32)) "XXXX"
+expect_rc 4 "$FSCK" "$W/b.pool"
+expect_out "no valid superblock"
+expect_rc 4 "$FSCK" -y "$W/b.pool"
+expect_rc 1 "$WALFSCTL" inspect "$W/b.pool"
+expect_rc 1 "$WALFSCTL" export "$W/b.pool" "$W/nothing"
+
+log "fsck: garbage in free space: 4, 1, 0"
+cp "$W/a.pool" "$W/c.pool"
+dd if=/dev/urandom of="$W/c.pool" bs=4096 seek=$((80 << 8)) count=4 conv=notrunc status=none
+expect_rc 4 "$FSCK" -n "$W/c.pool"
+expect_out "not zero"
+expect_rc 1 "$FSCK" -p "$W/c.pool"
+expect_rc 0 "$FSCK" "$W/c.pool"
+
+log "fsck: truncated pool"
+cp "$W/a.pool" "$W/t.pool"
+truncate -s 32M "$W/t.pool"
+expect_rc 4 "$FSCK" "$W/t.pool"
+expect_out "truncated"
+
+log "walfsctl inspect"
+expect_rc 0 "$WALFSCTL" inspect "$W/a.pool"
+expect_out "capacity"
+expect_out "96.00 MiB"
+expect_out "check       clean"
+expect_rc 0 "$WALFSCTL" inspect --json "$W/a.pool"
+expect_out '"clean":true'
+expect_out '"files":\[{"path":"/","ino":1,"type":"directory"'
+expect_out '"segment_size":16777216'
+if command -v jq >/dev/null; then
+  jq -e '.report.usage.inodes_live == 1' "$OUT" >/dev/null || fail "inspect --json is not what jq expects"
+fi
+expect_rc 2 "$WALFSCTL" inspect
+expect_rc 2 "$WALFSCTL" inspect --yaml "$W/a.pool"
+expect_rc 2 "$WALFSCTL"
+expect_rc 1 "$WALFSCTL" inspect "$W/missing.pool"
+
+log "walfsctl export of an empty pool"
+expect_rc 0 "$WALFSCTL" export "$W/a.pool" "$W/export-empty"
+[ -d "$W/export-empty" ] || fail "export did not create its directory"
+[ -z "$(ls -A "$W/export-empty")" ] || fail "export of an empty pool is not empty"
+[ "$(stat -c %a "$W/export-empty")" = 755 ] || fail "root directory mode not kept"
+expect_rc 2 "$WALFSCTL" export "$W/a.pool"
+
+log "walfsctl status"
+expect_rc 1 "$WALFSCTL" status "$W"
+expect_err "not a walfs mount"
+expect_rc 2 "$WALFSCTL" status "$W" --json --prometheus
+# The status document is an xattr: any file carrying one stands in for a mount.
+if command -v python3 >/dev/null && python3 - "$W/fake-mount" <<'PY'
+import os, sys
+path = sys.argv[1]
+os.mkdir(path)
+doc = ('{"mode":"pmem","region":"/dev/dax0.0","uptime_s":12.5,"ok":true,'
+       '"counters":{"writes":5,"write_bytes":40960,"fsyncs":0},'
+       '"statfs":{"total_blocks":100,"free_blocks":60},"lat":[1,2]}')
+os.setxattr(path, "user.walfs.status", doc.encode())
+PY
+then
+  expect_rc 0 "$WALFSCTL" status "$W/fake-mount"
+  expect_out "mode: *pmem"
+  expect_out "write bytes: *40960"
+  expect_rc 0 "$WALFSCTL" status "$W/fake-mount" --json
+  expect_out '"region":"/dev/dax0.0"'
+  expect_rc 0 "$WALFSCTL" status --prometheus "$W/fake-mount"
+  expect_out '^walfs_info{mode="pmem",region="/dev/dax0.0"} 1$'
+  expect_out '^walfs_counters_writes 5$'
+  expect_out '^walfs_statfs_free_blocks 60$'
+  expect_out '^walfs_uptime_s 12.5$'
+  expect_out '^walfs_ok 1$'
+  expect_out '^walfs_lat_1 2$'
+else
+  log "no python3 (or no user xattrs here): status formatting not exercised"
+fi
+
+log "a pool populated through a mount"
+if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; then
+  expect_rc 0 "$MKFS" --size 128M --segment-size 1M "$W/m.pool"
+  mount_walfs "$W/m.pool" "$W/mnt"
+  M=$W/mnt
+  mkdir "$M/archive"
+  head -c 300000 /dev/urandom >"$M/000000010000000000000001"
+  printf 'timeline history\n' >"$M/00000002.history"
+  chmod 0640 "$M/00000002.history"
+  touch -d '2001-02-03 04:05:06' "$M/00000002.history"
+  ln "$M/000000010000000000000001" "$M/archive/seg-link"
+  ln -s ../00000002.history "$M/archive/latest"
+  mkdir "$M/archive/empty"
+  umount_walfs "$M"
+  expect_rc 0 "$FSCK" "$W/m.pool"
+  expect_out "clean"
+  expect_rc 0 "$WALFSCTL" inspect "$W/m.pool"
+  expect_out "/archive/seg-link"
+  expect_out "300000"
+  expect_rc 0 "$WALFSCTL" export "$W/m.pool" "$W/exported"
+  expect_out "exported 2 files"
+  E=$W/exported
+  cmp "$E/000000010000000000000001" "$E/archive/seg-link" || fail "hard link content differs"
+  [ "$(stat -c %i "$E/000000010000000000000001")" = "$(stat -c %i "$E/archive/seg-link")" ] ||
+    fail "hard link not exported as a link"
+  [ "$(readlink "$E/archive/latest")" = ../00000002.history ] || fail "symlink target differs"
+  [ "$(cat "$E/archive/latest")" = "timeline history" ] || fail "symlink does not resolve"
+  [ "$(stat -c %a "$E/00000002.history")" = 640 ] || fail "mode not kept"
+  [ "$(stat -c %Y "$E/00000002.history")" = "$(date -d '2001-02-03 04:05:06' +%s)" ] ||
+    fail "mtime not kept"
+  [ -d "$E/archive/empty" ] || fail "empty directory not exported"
+  # Export twice into the same place refuses to overwrite.
+  expect_rc 1 "$WALFSCTL" export "$W/m.pool" "$W/exported"
+  expect_err "File exists"
+else
+  log "no daemon or /dev/fuse: populated-pool checks skipped"
+fi
+
+log "PASS"

@@ -1,0 +1,157 @@
+// fsck.walfs: checks (and optionally repairs) an unmounted walfs pool.
+//
+// Exit status follows fsck(8), as a sum: 0 clean, 1 problems were repaired, 4 errors
+// are left, 8 operational error (cannot open or map the pool), 16 usage error.
+#include <getopt.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "core/fsck.h"
+#include "core/persistent_region.h"
+
+namespace walfs::tools {
+namespace {
+
+constexpr int kExitRepaired = 1;
+constexpr int kExitErrorsLeft = 4;
+constexpr int kExitOperational = 8;
+constexpr int kExitUsage = 16;
+
+constexpr char kUsage[] =
+    "Usage: fsck.walfs [OPTIONS] POOL\n"
+    "Checks an unmounted walfs pool (a file or a device-DAX device).\n"
+    "\n"
+    "  -r, --repair     repair what can be repaired safely (also -y, -p, -a)\n"
+    "  -n, --no-repair  only check; open the pool read-only (the default)\n"
+    "      --json       print the report as one JSON object\n"
+    "  -v, --verbose    also print information-only findings\n"
+    "  -f, --force      accepted for fsck(8); every check is always full\n"
+    "  -C FD            accepted for fsck(8); ignored\n"
+    "  -h, --help       show this help\n"
+    "\n"
+    "Exit status (a sum, as fsck(8)): 0 clean, 1 problems repaired, 4 errors left,\n"
+    "8 operational error, 16 usage error.\n";
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "fsck.walfs: %s\n\n%s", message.c_str(), kUsage);
+  return kExitUsage;
+}
+
+void PrintHuman(const std::string& pool, const core::FsckReport& report, bool verbose) {
+  for (const core::FsckProblem& p : report.problems) {
+    if (p.severity == core::FsckProblem::kInfo && !verbose) continue;
+    std::printf("%s: %s: %s%s\n", std::string(core::SeverityName(p.severity)).c_str(),
+                p.where.c_str(), p.what.c_str(),
+                p.repaired ? " [repaired]"
+                : p.repairable ? " [repairable]"
+                               : "");
+  }
+  if (report.superblock_valid) {
+    std::printf(
+        "%s: %llu/%llu inodes (%llu files, %llu directories, %llu symlinks, %llu orphans), "
+        "%llu/%llu blocks used\n",
+        pool.c_str(), static_cast<unsigned long long>(report.inodes_live),
+        static_cast<unsigned long long>(report.inodes_total),
+        static_cast<unsigned long long>(report.files),
+        static_cast<unsigned long long>(report.dirs),
+        static_cast<unsigned long long>(report.symlinks),
+        static_cast<unsigned long long>(report.inodes_orphan),
+        static_cast<unsigned long long>(report.blocks_used),
+        static_cast<unsigned long long>(report.blocks_total));
+  }
+  const size_t errors = report.Count(core::FsckProblem::kError, true);
+  const size_t warnings = report.Count(core::FsckProblem::kWarning, true);
+  const size_t repaired = report.repaired_count();
+  std::string verdict;
+  if (errors > 0) {
+    verdict = absl::StrCat(errors, " error(s) left");
+  } else {
+    verdict = "clean";
+  }
+  if (repaired > 0) absl::StrAppend(&verdict, ", ", repaired, " problem(s) repaired");
+  if (warnings > 0) {
+    absl::StrAppend(&verdict, ", ", warnings,
+                    " warning(s): recovered at the next read-write open or by --repair");
+  }
+  std::printf("%s: %s\n", pool.c_str(), verdict.c_str());
+}
+
+int Run(int argc, char** argv) {
+  static const option kOptions[] = {
+      {"repair", no_argument, nullptr, 'r'},  {"no-repair", no_argument, nullptr, 'n'},
+      {"json", no_argument, nullptr, 'J'},    {"verbose", no_argument, nullptr, 'v'},
+      {"force", no_argument, nullptr, 'f'},   {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0},
+  };
+  bool repair = false, no_repair = false, json = false, verbose = false;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":rnypafvVC:h", kOptions, nullptr)) != -1) {
+    switch (c) {
+      case 'r':
+      case 'y':
+      case 'p':
+      case 'a': repair = true; break;
+      case 'n': no_repair = true; break;
+      case 'J': json = true; break;
+      case 'v':
+      case 'V': verbose = true; break;
+      case 'f':
+      case 'C': break;
+      case 'h': std::fputs(kUsage, stdout); return 0;
+      case ':': return UsageError(absl::StrCat("option ", argv[optind - 1], " needs a value"));
+      default: return UsageError(absl::StrCat("unknown option ", argv[optind - 1]));
+    }
+  }
+  if (repair && no_repair) return UsageError("-n cannot be combined with a repair option");
+  if (optind + 1 != argc) {
+    return UsageError(optind == argc ? "no POOL given" : "more than one POOL given");
+  }
+  const std::string pool = argv[optind];
+
+  core::PmemOpenOptions open_options;
+  open_options.read_only = !repair;
+  absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
+      core::OpenPmemRegion(pool, open_options);
+  if (!region.ok()) {
+    std::fprintf(stderr, "fsck.walfs: %s\n", std::string(region.status().message()).c_str());
+    return kExitOperational;
+  }
+  core::FsckOptions options;
+  options.repair = repair;
+  absl::StatusOr<core::FsckReport> report = core::CheckPool(**region, options);
+  if (!report.ok()) {
+    std::fprintf(stderr, "fsck.walfs: %s: %s\n", pool.c_str(),
+                 std::string(report.status().message()).c_str());
+    return kExitOperational;
+  }
+  int exit_code = 0;
+  if (report->repaired_count() > 0) exit_code |= kExitRepaired;
+  if (!report->clean()) exit_code |= kExitErrorsLeft;
+  if (json) {
+    std::printf("{\"pool\":%s,\"repair\":%s,\"exit_code\":%d,\"report\":%s}\n",
+                core::JsonQuote(pool).c_str(), repair ? "true" : "false", exit_code,
+                core::FsckReportJson(*report).c_str());
+  } else {
+    PrintHuman(pool, *report, verbose);
+    if (!report->clean() && !repair) {
+      bool repairable = false;
+      for (const core::FsckProblem& p : report->problems) {
+        repairable |= p.severity == core::FsckProblem::kError && p.repairable;
+      }
+      if (repairable) std::printf("%s: run fsck.walfs --repair to fix what can be fixed\n", pool.c_str());
+    }
+  }
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace walfs::tools
+
+int main(int argc, char** argv) { return walfs::tools::Run(argc, argv); }

@@ -1,0 +1,319 @@
+// mkfs.walfs: creates a walfs pool in a file or on a device-DAX device.
+//
+// Exit status: 0 on success, 1 on any error (usage errors print the usage too).
+#include <fcntl.h>
+#include <getopt.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/format.h"
+#include "core/fsck.h"
+#include "core/persistent_region.h"
+#include "core/wal_directory.h"
+
+namespace walfs::tools {
+namespace {
+
+namespace f = core::format;
+
+constexpr char kUsage[] =
+    "Usage: mkfs.walfs [OPTIONS] POOL\n"
+    "Creates a walfs pool in POOL: a file (created with mode 0600 when missing) or a\n"
+    "device-DAX character device.\n"
+    "\n"
+    "  -s, --size SIZE          pool size; required when POOL does not exist. On an\n"
+    "                           existing regular file, resizes it to SIZE. Not allowed on\n"
+    "                           a device (its whole size is used).\n"
+    "  -S, --segment-size SIZE  extent given to each WAL segment file: a power of two\n"
+    "                           from 1M to 1G (default 16M); match initdb --wal-segsize\n"
+    "  -i, --inodes N           inode table size (default: one per 64 KiB, at least 64)\n"
+    "  -f, --force              overwrite an existing pool or a non-empty file\n"
+    "  -q, --quiet              print nothing on success\n"
+    "  -h, --help               show this help\n"
+    "\n"
+    "SIZE is a number of bytes with an optional binary suffix: K, M, G, T or KiB, MiB,\n"
+    "GiB, TiB (all powers of 1024; 1G = 1GiB = 1073741824 bytes).\n"
+    "Exit status: 0 on success, 1 on error.\n";
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "mkfs.walfs: %s\n\n%s", message.c_str(), kUsage);
+  return 1;
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "mkfs.walfs: %s\n", message.c_str());
+  return 1;
+}
+
+// Bytes from "123", "64K", "16MiB", "1g" ...; nullopt on anything else or on overflow.
+std::optional<uint64_t> ParseSize(std::string text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) return std::nullopt;
+  uint64_t value;
+  if (!absl::SimpleAtoi(text.substr(0, digits), &value)) return std::nullopt;
+  std::string suffix = text.substr(digits);
+  for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  int shift;
+  if (suffix.empty() || suffix == "b") {
+    shift = 0;
+  } else if (suffix == "k" || suffix == "kib") {
+    shift = 10;
+  } else if (suffix == "m" || suffix == "mib") {
+    shift = 20;
+  } else if (suffix == "g" || suffix == "gib") {
+    shift = 30;
+  } else if (suffix == "t" || suffix == "tib") {
+    shift = 40;
+  } else {
+    return std::nullopt;
+  }
+  if (shift > 0 && value > (UINT64_MAX >> shift)) return std::nullopt;
+  return value << shift;
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int unit = 0;
+  while (v >= 1024 && unit < 5) {
+    v /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.2f %s", v, kUnits[unit]);
+}
+
+std::string ParentDirectory(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// True when the first two blocks of the file or device hold anything (a pool, a file
+// system, data): overwriting them needs --force.
+absl::StatusOr<bool> HoldsData(const std::string& path, bool* is_walfs) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
+  char head[2 * f::kBlockSize] = {};
+  const ssize_t n = pread(fd, head, sizeof(head), 0);
+  const int saved = errno;
+  close(fd);
+  if (n < 0) return absl::InternalError(absl::StrCat("cannot read ", path, ": ", strerror(saved)));
+  uint64_t magic = 0;
+  if (n >= 8) std::memcpy(&magic, head, 8);
+  *is_walfs = magic == f::kSuperblockMagic;
+  for (ssize_t i = 0; i < n; ++i) {
+    if (head[i] != 0) return true;
+  }
+  return false;
+}
+
+// A progress bar on stderr while the data area is zeroed (only when stderr is a tty).
+class ProgressBar {
+ public:
+  void Update(uint64_t done, uint64_t total) {
+    if (total == 0) return;
+    const int percent = static_cast<int>(done * 100 / total);
+    if (percent == last_percent_) return;
+    last_percent_ = percent;
+    constexpr int kWidth = 40;
+    const int filled = percent * kWidth / 100;
+    std::fprintf(stderr, "\rzeroing [%s%s] %3d%% %s / %s", std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, ' ').c_str(), percent, HumanBytes(done).c_str(),
+                 HumanBytes(total).c_str());
+    if (done >= total) std::fputc('\n', stderr);
+    std::fflush(stderr);
+  }
+
+ private:
+  int last_percent_ = -1;
+};
+
+struct Args {
+  std::string pool;
+  std::optional<uint64_t> size;
+  uint64_t segment_size = f::kDefaultSegmentSize;
+  uint64_t inodes = 0;
+  bool force = false;
+  bool quiet = false;
+};
+
+int Run(int argc, char** argv) {
+  static const option kOptions[] = {
+      {"size", required_argument, nullptr, 's'},
+      {"segment-size", required_argument, nullptr, 'S'},
+      {"inodes", required_argument, nullptr, 'i'},
+      {"force", no_argument, nullptr, 'f'},
+      {"quiet", no_argument, nullptr, 'q'},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0},
+  };
+  Args args;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":s:S:i:fqh", kOptions, nullptr)) != -1) {
+    switch (c) {
+      case 's': {
+        args.size = ParseSize(optarg);
+        if (!args.size || *args.size == 0) {
+          return UsageError(absl::StrCat("bad size \"", optarg, "\""));
+        }
+        break;
+      }
+      case 'S': {
+        const std::optional<uint64_t> v = ParseSize(optarg);
+        if (!v || *v < f::kMinSegmentSize || *v > f::kMaxSegmentSize ||
+            !std::has_single_bit(*v)) {
+          return UsageError(absl::StrCat("bad segment size \"", optarg,
+                                         "\": must be a power of two from 1M to 1G"));
+        }
+        args.segment_size = *v;
+        break;
+      }
+      case 'i':
+        if (!absl::SimpleAtoi(optarg, &args.inodes) || args.inodes < 2) {
+          return UsageError(absl::StrCat("bad inode count \"", optarg, "\""));
+        }
+        break;
+      case 'f': args.force = true; break;
+      case 'q': args.quiet = true; break;
+      case 'h': std::fputs(kUsage, stdout); return 0;
+      case ':': return UsageError(absl::StrCat("option ", argv[optind - 1], " needs a value"));
+      default: return UsageError(absl::StrCat("unknown option ", argv[optind - 1]));
+    }
+  }
+  if (optind + 1 != argc) {
+    return UsageError(optind == argc ? "no POOL given" : "more than one POOL given");
+  }
+  args.pool = argv[optind];
+
+  core::FormatOptions format_options;
+  format_options.segment_size = args.segment_size;
+  format_options.inode_count = args.inodes;
+
+  struct stat st;
+  bool create = false;
+  if (stat(args.pool.c_str(), &st) != 0) {
+    if (errno != ENOENT) return Fail(absl::StrCat("cannot stat ", args.pool, ": ", strerror(errno)));
+    if (!args.size) return UsageError(absl::StrCat(args.pool, " does not exist: --size is required"));
+    create = true;
+  } else if (S_ISCHR(st.st_mode)) {
+    if (args.size) return UsageError("--size cannot be used on a device: its whole size is used");
+  } else if (S_ISREG(st.st_mode)) {
+    if (!args.size && st.st_size == 0) {
+      return UsageError(absl::StrCat(args.pool, " is empty: --size is required"));
+    }
+  } else {
+    return Fail(absl::StrCat(args.pool, " is neither a regular file nor a character device"));
+  }
+
+  if (!create) {
+    bool is_walfs = false;
+    absl::StatusOr<bool> holds_data = HoldsData(args.pool, &is_walfs);
+    if (!holds_data.ok()) return Fail(std::string(holds_data.status().message()));
+    const bool non_empty = *holds_data || (S_ISREG(st.st_mode) && st.st_size > 0);
+    if (non_empty && !args.force) {
+      return Fail(absl::StrCat(args.pool,
+                               is_walfs ? " already holds a walfs pool"
+                                        : " is not empty",
+                               "; use --force to overwrite it"));
+    }
+    if (access(args.pool.c_str(), W_OK) != 0) {
+      return Fail(absl::StrCat(args.pool, " is not writable: ", strerror(errno)));
+    }
+  }
+
+  // Reject impossible sizes before touching anything.
+  if (args.size) {
+    absl::StatusOr<f::Superblock> layout = core::ComputeLayout(*args.size, format_options);
+    if (!layout.ok()) {
+      return Fail(absl::StrCat("cannot lay out a pool of ", *args.size,
+                               " bytes: ", layout.status().message()));
+    }
+    if (create || static_cast<uint64_t>(st.st_size) < *args.size) {
+      const std::string dir = ParentDirectory(args.pool);
+      struct statvfs vfs;
+      if (statvfs(dir.c_str(), &vfs) != 0) {
+        return Fail(absl::StrCat("cannot reach directory ", dir, ": ", strerror(errno)));
+      }
+      const uint64_t have = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+      const uint64_t need = *args.size - (create ? 0 : static_cast<uint64_t>(st.st_size));
+      if (need > have) {
+        return Fail(absl::StrCat("not enough space in ", dir, ": the pool needs ",
+                                 HumanBytes(need), " more, ", HumanBytes(have), " are free"));
+      }
+    }
+    if (!create && static_cast<uint64_t>(st.st_size) != *args.size) {
+      if (truncate(args.pool.c_str(), static_cast<off_t>(*args.size)) != 0) {
+        return Fail(absl::StrCat("cannot resize ", args.pool, ": ", strerror(errno)));
+      }
+    }
+  }
+
+  core::PmemOpenOptions open_options;
+  if (create) open_options.create_size = *args.size;
+  absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
+      core::OpenPmemRegion(args.pool, open_options);
+  if (!region.ok()) {
+    if (create) unlink(args.pool.c_str());
+    return Fail(std::string(region.status().message()));
+  }
+  if (absl::StatusOr<f::Superblock> layout =
+          core::ComputeLayout((*region)->size(), format_options);
+      !layout.ok()) {
+    region->reset();
+    if (create) unlink(args.pool.c_str());
+    return Fail(absl::StrCat("cannot lay out a pool in ", args.pool, ": ",
+                             layout.status().message()));
+  }
+
+  // A file this run created reads as zeros already: zeroing it again would only
+  // allocate every page of a sparse file.
+  format_options.region_is_zero = create;
+  ProgressBar bar;
+  if (isatty(STDERR_FILENO) && !args.quiet) {
+    format_options.progress = [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); };
+  }
+  if (absl::Status s = core::FormatPool(**region, format_options); !s.ok()) {
+    region->reset();
+    if (create) unlink(args.pool.c_str());
+    return Fail(absl::StrCat("cannot format ", args.pool, ": ", s.message()));
+  }
+
+  f::Superblock sb;
+  std::memcpy(&sb, (*region)->data() + f::kSuperblockOffset[0], sizeof(sb));
+  if (!args.quiet) {
+    std::printf("walfs pool %s\n", args.pool.c_str());
+    std::printf("  capacity      %s (%llu bytes)\n", HumanBytes(sb.capacity).c_str(),
+                static_cast<unsigned long long>(sb.capacity));
+    std::printf("  persistence   %s\n", std::string((*region)->kind()).c_str());
+    std::printf("  segment size  %s\n", HumanBytes(sb.segment_size).c_str());
+    std::printf("  inodes        %llu\n", static_cast<unsigned long long>(sb.inode_count - 1));
+    std::printf("  dirents       %llu\n", static_cast<unsigned long long>(sb.dirent_count));
+    std::printf("  data blocks   %llu x %llu bytes (%s)\n",
+                static_cast<unsigned long long>(sb.data_blocks),
+                static_cast<unsigned long long>(sb.block_size),
+                HumanBytes(sb.data_blocks * sb.block_size).c_str());
+    std::printf("  uuid          %s\n", core::FormatUuid(sb.uuid).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace walfs::tools
+
+int main(int argc, char** argv) { return walfs::tools::Run(argc, argv); }

@@ -1,0 +1,704 @@
+// walfsctl: looks at walfs pools and mounts.
+//   inspect  geometry, usage and every file of an unmounted pool (read-only)
+//   export   copies every file of an unmounted pool into a directory (read-only)
+//   status   the live status document of a mounted walfs (getxattr user.walfs.status)
+//
+// inspect and export read the pool with the checker's raw reader (core/fsck.h), not
+// with WalDirectory: they work on a pool that WalDirectory would refuse to open, which
+// is when an export matters most.
+//
+// Exit status: 0 success, 1 failure (export: some file could not be copied, or the pool
+// has errors so files may be missing), 2 usage error.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/format.h"
+#include "core/fsck.h"
+#include "core/persistent_region.h"
+
+namespace walfs::tools {
+namespace {
+
+namespace f = core::format;
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+constexpr char kStatusXattr[] = "user.walfs.status";
+
+constexpr char kUsage[] =
+    "Usage:\n"
+    "  walfsctl inspect [--json] POOL\n"
+    "      Geometry, usage and the file list (path, type, size, mode, uid, gid, nlink,\n"
+    "      extents) of an unmounted pool. Read-only.\n"
+    "  walfsctl export POOL DIR\n"
+    "      Copies every file of an unmounted pool into DIR (created if missing; existing\n"
+    "      names are not overwritten), keeping the tree, symlinks, hard links, modes,\n"
+    "      mtimes and, as root, owners. Read-only: for disaster recovery.\n"
+    "  walfsctl status MOUNTPOINT [--json | --prometheus]\n"
+    "      The running daemon's status (mode, region, counters, usage) read from the\n"
+    "      user.walfs.status attribute of MOUNTPOINT: human form, the raw JSON document,\n"
+    "      or Prometheus text (numeric fields as walfs_<name>).\n"
+    "  walfsctl --help\n"
+    "\n"
+    "Exit status: 0 success, 1 failure, 2 usage error.\n";
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "walfsctl: %s\n\n%s", message.c_str(), kUsage);
+  return kExitUsage;
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "walfsctl: %s\n", message.c_str());
+  return kExitFailure;
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int unit = 0;
+  while (v >= 1024 && unit < 5) {
+    v /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.2f %s", v, kUnits[unit]);
+}
+
+const char* ShortType(f::InodeType type) {
+  switch (type) {
+    case f::InodeType::kRegular: return "file";
+    case f::InodeType::kDirectory: return "dir";
+    case f::InodeType::kSymlink: return "symlink";
+    case f::InodeType::kNone: break;
+  }
+  return "?";
+}
+
+std::string FormatTime(int64_t ns) {
+  const time_t seconds = static_cast<time_t>(ns / 1000000000);
+  struct tm tm;
+  if (gmtime_r(&seconds, &tm) == nullptr) return absl::StrCat(ns, " ns");
+  char text[64];
+  strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return text;
+}
+
+// The pool read-only, checked, with its file list.
+struct OpenedPool {
+  std::unique_ptr<core::PersistentRegion> region;
+  core::FsckReport report;
+};
+
+absl::StatusOr<OpenedPool> OpenAndList(const std::string& path) {
+  core::PmemOpenOptions open_options;
+  open_options.read_only = true;
+  absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
+      core::OpenPmemRegion(path, open_options);
+  if (!region.ok()) return region.status();
+  core::FsckOptions options;
+  options.list_files = true;
+  absl::StatusOr<core::FsckReport> report = core::CheckPool(**region, options);
+  if (!report.ok()) return report.status();
+  return OpenedPool{*std::move(region), *std::move(report)};
+}
+
+// ---- inspect ---------------------------------------------------------------------
+
+int Inspect(const std::string& pool, bool json) {
+  absl::StatusOr<OpenedPool> opened = OpenAndList(pool);
+  if (!opened.ok()) return Fail(std::string(opened.status().message()));
+  const core::FsckReport& r = opened->report;
+  const std::string kind(opened->region->kind());
+  if (json) {
+    std::printf("{\"pool\":%s,\"kind\":%s,\"report\":%s}\n", core::JsonQuote(pool).c_str(),
+                core::JsonQuote(kind).c_str(), core::FsckReportJson(r).c_str());
+    return r.superblock_valid ? 0 : kExitFailure;
+  }
+  std::printf("pool        %s (%s, %s)\n", pool.c_str(), kind.c_str(),
+              HumanBytes(r.region_size).c_str());
+  if (!r.superblock_valid) {
+    std::printf("superblock  none valid: the pool cannot be read (see fsck.walfs %s)\n",
+                pool.c_str());
+    return kExitFailure;
+  }
+  const f::Superblock& sb = r.superblock;
+  std::printf("uuid        %s\n", core::FormatUuid(sb.uuid).c_str());
+  std::printf("created     %s\n", FormatTime(sb.created_ns).c_str());
+  std::printf("capacity    %s (%llu bytes), format version %u\n", HumanBytes(sb.capacity).c_str(),
+              static_cast<unsigned long long>(sb.capacity), sb.version);
+  std::printf("segment     %s\n", HumanBytes(sb.segment_size).c_str());
+  std::printf("layout      journal @%llu (%s), inodes @%llu (%llu x %llu), dirents @%llu "
+              "(%llu x %llu), data @%llu (%llu x %llu)\n",
+              static_cast<unsigned long long>(sb.journal_offset), HumanBytes(sb.journal_size).c_str(),
+              static_cast<unsigned long long>(sb.inode_table_offset),
+              static_cast<unsigned long long>(sb.inode_count),
+              static_cast<unsigned long long>(sb.inode_size),
+              static_cast<unsigned long long>(sb.dirent_table_offset),
+              static_cast<unsigned long long>(sb.dirent_count),
+              static_cast<unsigned long long>(sb.dirent_size),
+              static_cast<unsigned long long>(sb.data_offset),
+              static_cast<unsigned long long>(sb.data_blocks),
+              static_cast<unsigned long long>(sb.block_size));
+  std::printf("inodes      %llu of %llu used: %llu files, %llu directories, %llu symlinks, "
+              "%llu orphans\n",
+              static_cast<unsigned long long>(r.inodes_total - r.inodes_free),
+              static_cast<unsigned long long>(r.inodes_total),
+              static_cast<unsigned long long>(r.files), static_cast<unsigned long long>(r.dirs),
+              static_cast<unsigned long long>(r.symlinks),
+              static_cast<unsigned long long>(r.inodes_orphan));
+  std::printf("dirents     %llu of %llu used\n", static_cast<unsigned long long>(r.dirents_used),
+              static_cast<unsigned long long>(r.dirents_total));
+  std::printf("blocks      %llu of %llu used (%s), %s free\n",
+              static_cast<unsigned long long>(r.blocks_used),
+              static_cast<unsigned long long>(r.blocks_total),
+              HumanBytes(r.blocks_used * sb.block_size).c_str(),
+              HumanBytes(r.blocks_free * sb.block_size).c_str());
+  std::printf("journal     %s\n", r.journal_sequence
+                                      ? absl::StrCat("last transaction ", r.journal_sequence).c_str()
+                                      : "empty");
+  const size_t errors = r.Count(core::FsckProblem::kError, false);
+  const size_t warnings = r.Count(core::FsckProblem::kWarning, false);
+  std::printf("check       %s\n",
+              errors + warnings == 0
+                  ? "clean"
+                  : absl::StrCat(errors, " error(s), ", warnings,
+                                 " warning(s); run fsck.walfs for details")
+                        .c_str());
+  std::printf("\n%-40s %-7s %12s %5s %6s %6s %5s  %s\n", "PATH", "TYPE", "SIZE", "MODE", "UID",
+              "GID", "NLINK", "EXTENTS (block+count)");
+  for (const core::FsckFile& file : r.files_list) {
+    const f::InodeRecord& rec = file.record;
+    std::string extents;
+    const uint32_t n = std::min<uint32_t>(rec.extent_count, f::kMaxExtents);
+    for (uint32_t i = 0; i < n; ++i) {
+      absl::StrAppend(&extents, i ? "," : "", rec.extents[i].block, "+", rec.extents[i].count);
+    }
+    if (rec.extent_count > f::kMaxExtents) extents += ",...";
+    std::printf("%-40s %-7s %12llu %04o %6u %6u %5u  %s\n", file.path.c_str(),
+                ShortType(rec.type), static_cast<unsigned long long>(rec.size), rec.mode & 07777,
+                rec.uid, rec.gid, rec.nlink, extents.empty() ? "-" : extents.c_str());
+  }
+  return 0;
+}
+
+// ---- export ----------------------------------------------------------------------
+
+class Exporter {
+ public:
+  Exporter(const core::PersistentRegion& region, const f::Superblock& sb, std::string dir)
+      : region_(region), sb_(sb), dir_(std::move(dir)) {}
+
+  // Copies every listed file; false when any could not be copied (each one reported).
+  bool Run(const std::vector<core::FsckFile>& files) {
+    bool ok = true;
+    for (const core::FsckFile& file : files) {
+      if (absl::Status s = Copy(file); !s.ok()) {
+        std::fprintf(stderr, "walfsctl: %s: %s\n", file.path.c_str(),
+                     std::string(s.message()).c_str());
+        ok = false;
+      }
+    }
+    // Directory modes and times last: creating their entries changed both.
+    for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
+      if (absl::Status s = SetAttributes(it->first, it->second, -1); !s.ok()) {
+        std::fprintf(stderr, "walfsctl: %s\n", std::string(s.message()).c_str());
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
+  uint64_t files() const { return files_; }
+  uint64_t dirs() const { return dirs_.size(); }
+  uint64_t symlinks() const { return symlinks_; }
+  uint64_t links() const { return links_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  static absl::Status Errno(std::string_view what, const std::string& path) {
+    return absl::InternalError(absl::StrCat(std::string(what), " ", path, ": ", strerror(errno)));
+  }
+
+  absl::Status Copy(const core::FsckFile& file) {
+    const f::InodeRecord& r = file.record;
+    const std::string target = file.path == "/" ? dir_ : dir_ + file.path;
+    switch (r.type) {
+      case f::InodeType::kDirectory: {
+        if (mkdir(target.c_str(), 0700) != 0 && !(errno == EEXIST && file.path == "/")) {
+          return Errno("cannot create directory", target);
+        }
+        dirs_.emplace_back(target, r);
+        return absl::OkStatus();
+      }
+      case f::InodeType::kSymlink: {
+        absl::StatusOr<std::string> link = ReadData(r);
+        if (!link.ok()) return link.status();
+        if (symlink(link->c_str(), target.c_str()) != 0) return Errno("cannot create symlink", target);
+        ++symlinks_;
+        return SetAttributes(target, r, -1);
+      }
+      case f::InodeType::kRegular: break;
+      case f::InodeType::kNone: return absl::DataLossError("inode has no type");
+    }
+    if (auto it = first_path_.find(file.ino); it != first_path_.end()) {
+      if (link(it->second.c_str(), target.c_str()) != 0) return Errno("cannot hard-link", target);
+      ++links_;
+      return absl::OkStatus();
+    }
+    absl::StatusOr<std::string> data = ReadData(r);
+    if (!data.ok()) return data.status();
+    const int fd = open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return Errno("cannot create", target);
+    size_t done = 0;
+    while (done < data->size()) {
+      const ssize_t n = write(fd, data->data() + done, data->size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        absl::Status s = Errno("cannot write", target);
+        close(fd);
+        return s;
+      }
+      done += static_cast<size_t>(n);
+    }
+    absl::Status s = SetAttributes(target, r, fd);
+    if (close(fd) != 0 && s.ok()) s = Errno("cannot close", target);
+    if (!s.ok()) return s;
+    first_path_.emplace(file.ino, target);
+    ++files_;
+    bytes_ += data->size();
+    return absl::OkStatus();
+  }
+
+  // The file's first `size` bytes, extent by extent, every extent bounds-checked.
+  absl::StatusOr<std::string> ReadData(const f::InodeRecord& r) const {
+    std::string out;
+    const uint32_t n = std::min<uint32_t>(r.extent_count, f::kMaxExtents);
+    for (uint32_t i = 0; i < n && out.size() < r.size; ++i) {
+      const f::Extent& x = r.extents[i];
+      if (x.block >= sb_.data_blocks || x.count > sb_.data_blocks - x.block) {
+        return absl::DataLossError(absl::StrCat("extent ", i, " lies outside the data area"));
+      }
+      const uint64_t want = std::min<uint64_t>(r.size - out.size(), x.count * sb_.block_size);
+      const uint64_t offset = sb_.data_offset + x.block * sb_.block_size;
+      if (offset + want > region_.size()) return absl::DataLossError("extent past the region");
+      out.append(region_.data() + offset, want);
+    }
+    if (out.size() < r.size) {
+      return absl::DataLossError(absl::StrCat("size ", r.size, " exceeds its extents"));
+    }
+    return out;
+  }
+
+  // Mode, owner (as root) and times; fd < 0: by path, without following a symlink.
+  absl::Status SetAttributes(const std::string& path, const f::InodeRecord& r, int fd) {
+    const bool is_link = r.type == f::InodeType::kSymlink;
+    if (geteuid() == 0) {
+      const int rc = fd >= 0 ? fchown(fd, r.uid, r.gid) : lchown(path.c_str(), r.uid, r.gid);
+      if (rc != 0) return Errno("cannot set the owner of", path);
+    }
+    if (!is_link) {
+      const mode_t mode = r.mode & 07777;
+      const int rc = fd >= 0 ? fchmod(fd, mode) : chmod(path.c_str(), mode);
+      if (rc != 0) return Errno("cannot set the mode of", path);
+    }
+    const timespec times[2] = {
+        {static_cast<time_t>(r.atime_ns / 1000000000), static_cast<long>(r.atime_ns % 1000000000)},
+        {static_cast<time_t>(r.mtime_ns / 1000000000), static_cast<long>(r.mtime_ns % 1000000000)},
+    };
+    const int rc = fd >= 0 ? futimens(fd, times)
+                           : utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW);
+    if (rc != 0) return Errno("cannot set the times of", path);
+    return absl::OkStatus();
+  }
+
+  const core::PersistentRegion& region_;
+  const f::Superblock& sb_;
+  const std::string dir_;
+  absl::flat_hash_map<uint64_t, std::string> first_path_;  // ino -> exported path
+  std::vector<std::pair<std::string, f::InodeRecord>> dirs_;
+  uint64_t files_ = 0, symlinks_ = 0, links_ = 0, bytes_ = 0;
+};
+
+int Export(const std::string& pool, std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  absl::StatusOr<OpenedPool> opened = OpenAndList(pool);
+  if (!opened.ok()) return Fail(std::string(opened.status().message()));
+  const core::FsckReport& r = opened->report;
+  if (!r.superblock_valid) {
+    return Fail(absl::StrCat(pool, ": no valid superblock; nothing can be exported"));
+  }
+  const size_t errors = r.Count(core::FsckProblem::kError, false);
+  if (errors > 0) {
+    std::fprintf(stderr,
+                 "walfsctl: warning: %s has %zu error(s) (see fsck.walfs); exporting what is "
+                 "reachable\n",
+                 pool.c_str(), errors);
+  }
+  Exporter exporter(*opened->region, r.superblock, dir);
+  const bool ok = exporter.Run(r.files_list);
+  std::printf("exported %llu files (%s), %llu hard links, %llu symlinks, %llu directories "
+              "from %s to %s\n",
+              static_cast<unsigned long long>(exporter.files()),
+              HumanBytes(exporter.bytes()).c_str(),
+              static_cast<unsigned long long>(exporter.links()),
+              static_cast<unsigned long long>(exporter.symlinks()),
+              static_cast<unsigned long long>(exporter.dirs()), pool.c_str(), dir.c_str());
+  return ok && errors == 0 ? 0 : kExitFailure;
+}
+
+// ---- status ----------------------------------------------------------------------
+
+// Just enough JSON for the daemon's status document.
+struct JsonValue {
+  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+  Kind kind = kNull;
+  bool boolean = false;
+  std::string text;  // a number as written, or a string's value
+  std::vector<JsonValue> items;
+  std::vector<std::pair<std::string, JsonValue>> members;
+};
+
+class JsonParser {
+ public:
+  explicit JsonParser(std::string_view in) : in_(in) {}
+
+  bool Parse(JsonValue* out) {
+    if (!Value(out, 0)) return false;
+    SkipSpace();
+    return pos_ == in_.size();
+  }
+
+ private:
+  void SkipSpace() {
+    while (pos_ < in_.size() && (in_[pos_] == ' ' || in_[pos_] == '\n' || in_[pos_] == '\t' ||
+                                 in_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+  bool Consume(std::string_view word) {
+    if (in_.substr(pos_, word.size()) != word) return false;
+    pos_ += word.size();
+    return true;
+  }
+  bool Value(JsonValue* out, int depth) {
+    if (depth > 64) return false;
+    SkipSpace();
+    if (pos_ >= in_.size()) return false;
+    const char c = in_[pos_];
+    if (c == '{') return Object(out, depth);
+    if (c == '[') return Array(out, depth);
+    if (c == '"') {
+      out->kind = JsonValue::kString;
+      return String(&out->text);
+    }
+    if (Consume("true")) {
+      out->kind = JsonValue::kBool;
+      out->boolean = true;
+      return true;
+    }
+    if (Consume("false")) {
+      out->kind = JsonValue::kBool;
+      return true;
+    }
+    if (Consume("null")) return true;
+    return Number(out);
+  }
+  bool Number(JsonValue* out) {
+    const size_t start = pos_;
+    auto digits = [&] {
+      const size_t from = pos_;
+      while (pos_ < in_.size() && in_[pos_] >= '0' && in_[pos_] <= '9') ++pos_;
+      return pos_ > from;
+    };
+    if (pos_ < in_.size() && in_[pos_] == '-') ++pos_;
+    if (!digits()) return false;
+    if (pos_ < in_.size() && in_[pos_] == '.') {
+      ++pos_;
+      if (!digits()) return false;
+    }
+    if (pos_ < in_.size() && (in_[pos_] == 'e' || in_[pos_] == 'E')) {
+      ++pos_;
+      if (pos_ < in_.size() && (in_[pos_] == '+' || in_[pos_] == '-')) ++pos_;
+      if (!digits()) return false;
+    }
+    out->kind = JsonValue::kNumber;
+    out->text = std::string(in_.substr(start, pos_ - start));
+    return true;
+  }
+  bool String(std::string* out) {
+    ++pos_;  // the opening quote
+    while (pos_ < in_.size()) {
+      const char c = in_[pos_++];
+      if (c == '"') return true;
+      if (c != '\\') {
+        *out += c;
+        continue;
+      }
+      if (pos_ >= in_.size()) return false;
+      const char e = in_[pos_++];
+      switch (e) {
+        case '"': *out += '"'; break;
+        case '\\': *out += '\\'; break;
+        case '/': *out += '/'; break;
+        case 'b': *out += '\b'; break;
+        case 'f': *out += '\f'; break;
+        case 'n': *out += '\n'; break;
+        case 'r': *out += '\r'; break;
+        case 't': *out += '\t'; break;
+        case 'u': {
+          if (pos_ + 4 > in_.size()) return false;
+          unsigned code = 0;
+          for (int i = 0; i < 4; ++i) {
+            const char h = in_[pos_++];
+            code <<= 4;
+            if (h >= '0' && h <= '9') code |= h - '0';
+            else if (h >= 'a' && h <= 'f') code |= h - 'a' + 10;
+            else if (h >= 'A' && h <= 'F') code |= h - 'A' + 10;
+            else return false;
+          }
+          // UTF-8 of a code point in the basic plane (surrogates pass through encoded).
+          if (code < 0x80) {
+            *out += static_cast<char>(code);
+          } else if (code < 0x800) {
+            *out += static_cast<char>(0xc0 | (code >> 6));
+            *out += static_cast<char>(0x80 | (code & 0x3f));
+          } else {
+            *out += static_cast<char>(0xe0 | (code >> 12));
+            *out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
+            *out += static_cast<char>(0x80 | (code & 0x3f));
+          }
+          break;
+        }
+        default: return false;
+      }
+    }
+    return false;
+  }
+  bool Array(JsonValue* out, int depth) {
+    out->kind = JsonValue::kArray;
+    ++pos_;
+    SkipSpace();
+    if (Consume("]")) return true;
+    while (true) {
+      out->items.emplace_back();
+      if (!Value(&out->items.back(), depth + 1)) return false;
+      SkipSpace();
+      if (Consume("]")) return true;
+      if (!Consume(",")) return false;
+    }
+  }
+  bool Object(JsonValue* out, int depth) {
+    out->kind = JsonValue::kObject;
+    ++pos_;
+    SkipSpace();
+    if (Consume("}")) return true;
+    while (true) {
+      SkipSpace();
+      if (pos_ >= in_.size() || in_[pos_] != '"') return false;
+      std::string key;
+      if (!String(&key)) return false;
+      SkipSpace();
+      if (!Consume(":")) return false;
+      out->members.emplace_back(std::move(key), JsonValue{});
+      if (!Value(&out->members.back().second, depth + 1)) return false;
+      SkipSpace();
+      if (Consume("}")) return true;
+      if (!Consume(",")) return false;
+    }
+  }
+
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+void PrintHumanStatus(const JsonValue& v, int indent) {
+  const std::string pad(indent * 2, ' ');
+  auto scalar = [](const JsonValue& x) -> std::string {
+    switch (x.kind) {
+      case JsonValue::kNull: return "null";
+      case JsonValue::kBool: return x.boolean ? "yes" : "no";
+      default: return x.text;
+    }
+  };
+  auto print_member = [&](const std::string& name, const JsonValue& x) {
+    if (x.kind == JsonValue::kObject || x.kind == JsonValue::kArray) {
+      std::printf("%s%s:\n", pad.c_str(), name.c_str());
+      PrintHumanStatus(x, indent + 1);
+    } else {
+      std::string label = name;
+      for (char& c : label) if (c == '_') c = ' ';
+      std::printf("%s%-28s %s\n", pad.c_str(), (label + ":").c_str(), scalar(x).c_str());
+    }
+  };
+  if (v.kind == JsonValue::kObject) {
+    for (const auto& [name, x] : v.members) print_member(name, x);
+  } else if (v.kind == JsonValue::kArray) {
+    for (size_t i = 0; i < v.items.size(); ++i) print_member(absl::StrCat("[", i, "]"), v.items[i]);
+  } else {
+    std::printf("%s%s\n", pad.c_str(), scalar(v).c_str());
+  }
+}
+
+// Prometheus allows [a-zA-Z0-9_] in metric and label names.
+std::string Sanitize(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    out += ok ? c : '_';
+  }
+  return out;
+}
+
+// `path` is "_a_b" for the field b of object a.
+std::string MetricName(std::string_view path) { return "walfs" + Sanitize(path); }
+
+std::string LabelValue(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// Numbers and booleans become samples named walfs_<path>, the path's parts joined by
+// '_'; top-level strings become labels of one walfs_info sample.
+void FlattenPrometheus(const JsonValue& v, const std::string& path, std::string* out) {
+  switch (v.kind) {
+    case JsonValue::kObject:
+      for (const auto& [name, x] : v.members) {
+        FlattenPrometheus(x, absl::StrCat(path, "_", Sanitize(name)), out);
+      }
+      break;
+    case JsonValue::kArray:
+      for (size_t i = 0; i < v.items.size(); ++i) {
+        FlattenPrometheus(v.items[i], absl::StrCat(path, "_", i), out);
+      }
+      break;
+    case JsonValue::kNumber: absl::StrAppend(out, MetricName(path), " ", v.text, "\n"); break;
+    case JsonValue::kBool: absl::StrAppend(out, MetricName(path), " ", v.boolean ? 1 : 0, "\n"); break;
+    case JsonValue::kString:
+    case JsonValue::kNull: break;
+  }
+}
+
+absl::StatusOr<std::string> ReadStatusXattr(const std::string& mountpoint) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const ssize_t size = getxattr(mountpoint.c_str(), kStatusXattr, nullptr, 0);
+    if (size < 0) break;
+    std::string buffer(static_cast<size_t>(size) + 1, '\0');
+    const ssize_t n = getxattr(mountpoint.c_str(), kStatusXattr, buffer.data(), buffer.size());
+    if (n >= 0) {
+      buffer.resize(static_cast<size_t>(n));
+      return buffer;
+    }
+    if (errno != ERANGE) break;  // grew between the calls: ask again
+  }
+  const int e = errno;
+  if (e == ENODATA || e == ENOTSUP) {
+    return absl::NotFoundError(absl::StrCat(mountpoint, " is not a walfs mount (no ",
+                                            kStatusXattr, " attribute)"));
+  }
+  return absl::InternalError(absl::StrCat("cannot read ", kStatusXattr, " of ", mountpoint, ": ",
+                                          strerror(e)));
+}
+
+int Status(const std::string& mountpoint, const std::string& format) {
+  absl::StatusOr<std::string> doc = ReadStatusXattr(mountpoint);
+  if (!doc.ok()) return Fail(std::string(doc.status().message()));
+  if (format == "json") {
+    std::printf("%s\n", doc->c_str());
+    return 0;
+  }
+  JsonValue root;
+  if (!JsonParser(*doc).Parse(&root) || root.kind != JsonValue::kObject) {
+    return Fail(absl::StrCat("the status of ", mountpoint, " is not a JSON object: ", *doc));
+  }
+  if (format == "prometheus") {
+    std::string out, labels;
+    for (const auto& [name, x] : root.members) {
+      if (x.kind != JsonValue::kString) continue;
+      absl::StrAppend(&labels, labels.empty() ? "" : ",", Sanitize(name), "=\"",
+                      LabelValue(x.text), "\"");
+    }
+    absl::StrAppend(&out, "walfs_info{", labels, "} 1\n");
+    FlattenPrometheus(root, "", &out);
+    std::fputs(out.c_str(), stdout);
+    return 0;
+  }
+  std::printf("walfs at %s\n", mountpoint.c_str());
+  PrintHumanStatus(root, 1);
+  return 0;
+}
+
+int Run(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return UsageError("no command given");
+  const std::string command = args[0];
+  args.erase(args.begin());
+  if (command == "-h" || command == "--help" || command == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  std::vector<std::string> positional;
+  std::vector<std::string> flags;
+  for (const std::string& a : args) {
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    (a.size() > 1 && a[0] == '-' ? flags : positional).push_back(a);
+  }
+  auto only_flags = [&](std::initializer_list<std::string_view> allowed) -> std::string {
+    for (const std::string& flag : flags) {
+      if (std::find(allowed.begin(), allowed.end(), flag) == allowed.end()) return flag;
+    }
+    return "";
+  };
+  if (command == "inspect") {
+    if (std::string bad = only_flags({"--json"}); !bad.empty()) {
+      return UsageError(absl::StrCat("unknown option ", bad, " for inspect"));
+    }
+    if (positional.size() != 1) return UsageError("inspect takes one POOL");
+    return Inspect(positional[0], !flags.empty());
+  }
+  if (command == "export") {
+    if (!flags.empty()) return UsageError(absl::StrCat("unknown option ", flags[0], " for export"));
+    if (positional.size() != 2) return UsageError("export takes POOL and DIR");
+    return Export(positional[0], positional[1]);
+  }
+  if (command == "status") {
+    if (std::string bad = only_flags({"--json", "--prometheus"}); !bad.empty()) {
+      return UsageError(absl::StrCat("unknown option ", bad, " for status"));
+    }
+    if (flags.size() > 1) return UsageError("--json and --prometheus exclude each other");
+    if (positional.size() != 1) return UsageError("status takes one MOUNTPOINT");
+    return Status(positional[0], flags.empty() ? "human" : flags[0].substr(2));
+  }
+  return UsageError(absl::StrCat("unknown command \"", command, "\""));
+}
+
+}  // namespace
+}  // namespace walfs::tools
+
+int main(int argc, char** argv) { return walfs::tools::Run(argc, argv); }

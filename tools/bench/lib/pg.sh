@@ -8,19 +8,33 @@
 
 PG_PORT=5432
 
-# pg_init DATADIR WALDIR: initdb with pg_wal in WALDIR (an empty dir owned by postgres).
-# --no-sync: initdb's own durability is not what is measured.
+# pg_init DATADIR WALDIR: a fresh cluster with pg_wal in WALDIR (an empty dir owned by
+# postgres). initdb runs once per suite (on tmpfs, --no-sync: its own durability is not
+# what is measured); every cluster is a copy of that template, which costs a fraction of
+# an initdb and leaves the same files in WALDIR as initdb -X would.
+PG_TEMPLATE=
 pg_init() {
   local data=$1 wal=$2
+  if [ -z "$PG_TEMPLATE" ]; then
+    local t=$SHM_ROOT/pgdata/template
+    mkdir -p "$t.wal"
+    chown postgres:postgres "$t.wal"
+    on_exit "rm -rf '$t' '$t.wal'"
+    as_postgres "$PG_BIN/initdb" -D "$t" -X "$t.wal" -A trust -U postgres --no-sync \
+      --no-instructions >"$t.initdb.log" 2>&1 || {
+      log "initdb -D $t -X $t.wal failed:"
+      tail -5 "$t.initdb.log" >&2
+      return 1
+    }
+    PG_TEMPLATE=$t
+  fi
   rm -rf "$data"
-  mkdir -p "$data"
-  chown postgres:postgres "$data"
-  chmod 0700 "$data"
   on_exit "rm -rf '$data'"
-  as_postgres "$PG_BIN/initdb" -D "$data" -X "$wal" -A trust -U postgres --no-sync \
-    --no-instructions >"$data.initdb.log" 2>&1 || {
-    log "initdb -D $data -X $wal failed:"
-    tail -5 "$data.initdb.log" >&2
+  cp -a "$PG_TEMPLATE" "$data" &&
+    cp -a "$PG_TEMPLATE.wal/." "$wal/" &&
+    ln -sfn "$wal" "$data/pg_wal" &&
+    chown -h postgres:postgres "$data/pg_wal" || {
+    log "copying the template cluster to $data (WAL in $wal) failed"
     return 1
   }
 }

@@ -227,6 +227,7 @@ for t in "${RUN_TARGETS[@]}"; do
   if [ -n "${WALFS_PIDS[$t]:-}" ]; then
     r=$(walfs_rss "$t") || r=
     [ -n "$r" ] && echo "walfs daemon $t at end: VmRSS/RSS outside pool (KiB): $r" >>"$OUT_DIR/machine.txt"
+    walfs_status "$t" "$OUT_DIR/logs/walfs-status.$t.txt"
   fi
 done
 echo "suite time: $((SECONDS - START)) s, load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT_DIR/machine.txt"

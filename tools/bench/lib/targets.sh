@@ -49,9 +49,12 @@ _walfs_up() {
   WALFS_PIDS[$name]=$WALFS_PID
   WALFS_POOLS[$name]=$pool
   TARGET_BASE[$name]=$mnt
-  local env_note="PMEM_IS_PMEM_FORCE unset"
-  [ "$force" = 1 ] && env_note="PMEM_IS_PMEM_FORCE=1"
-  TARGET_NOTE[$name]="walfs, pool $pool on $(fs_desc "$pool"), $env_note"
+  local env_note="PMEM_IS_PMEM_FORCE unset" mode want=msync
+  [ "$force" = 1 ] && env_note="PMEM_IS_PMEM_FORCE=1" && want=pmem
+  # What the daemon itself says it does, so a mislabelled target cannot go unnoticed.
+  mode=$("$WALFSCTL" status "$mnt" 2>/dev/null | awk '$1 == "mode:" {print $2}') || mode=
+  TARGET_NOTE[$name]="walfs, pool $pool on $(fs_desc "$pool"), $env_note, daemon mode ${mode:-unknown}"
+  [ "$mode" = "$want" ] || TARGET_NOTE[$name]+=" -- WARNING: expected mode $want"
 }
 
 _passthrough_up() {
@@ -122,6 +125,11 @@ target_dir() {
   chown postgres:postgres "$d"
   chmod 0700 "$d"
   echo "$d"
+}
+
+# walfs_status TARGET FILE: the daemon's status and counters (walfsctl status).
+walfs_status() {
+  "$WALFSCTL" status "${TARGET_BASE[$1]}" >"$2" 2>&1 || true
 }
 
 # walfs_rss TARGET: prints "VMRSS_KIB NONPOOL_KIB" for the target's daemon: VmRSS from

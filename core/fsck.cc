@@ -3,9 +3,13 @@
 // while repairs are being made.
 #include "core/fsck.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <string>
@@ -19,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/crc32c.h"
+#include "core/status.h"
 
 namespace walfs::core {
 namespace {
@@ -121,9 +126,16 @@ std::string SuperblockError(const Superblock& sb, uint64_t region_size) {
     return absl::StrCat("capacity is ", sb.capacity, " bytes but the region has only ",
                         region_size, " (truncated pool?)");
   }
-  if (sb.inode_count < 2) return absl::StrCat("inode_count ", sb.inode_count, " < 2");
-  if (sb.journal_size < sizeof(JournalHeader) + sizeof(JournalEntry) + format::kInodeSize) {
-    return absl::StrCat("journal_size ", sb.journal_size, " cannot hold a transaction");
+  if (sb.inode_count < 2 || sb.inode_count > (1ULL << 32)) {
+    return absl::StrCat("inode_count ", sb.inode_count, " is not within 2..2^32");
+  }
+  if (sb.dirent_count > (1ULL << 33)) {
+    return absl::StrCat("dirent_count ", sb.dirent_count, " exceeds 2^33");
+  }
+  if (sb.journal_offset != format::kJournalOffset || sb.journal_size != format::kJournalSize) {
+    return absl::StrCat("journal at ", sb.journal_offset, " (", sb.journal_size,
+                        " bytes), but format version 1 puts it at ", format::kJournalOffset,
+                        " (", format::kJournalSize, " bytes)");
   }
   struct Area {
     const char* name;
@@ -658,6 +670,12 @@ class Checker {
       if (!broken.empty()) {
         Add(Severity::kError, where, broken);
         dirents_trusted_ = false;
+        const bool usable = child.slot == Slot::kCorrupt || child.slot == Slot::kLive;
+        if (options_.salvage && usable &&
+            (parent.slot == Slot::kCorrupt || (parent.slot == Slot::kLive &&
+                                               parent.type == InodeType::kDirectory))) {
+          salvage_links_.push_back(Link{index, d.parent, d.child, std::move(name)});
+        }
         continue;
       }
       if (d.type != child.type) {
@@ -970,6 +988,9 @@ class Checker {
   }
 
   void ListFiles() {
+    absl::flat_hash_map<uint64_t, std::vector<const Link*>> children;
+    for (const Link& l : links_) children[l.parent].push_back(&l);
+    for (const Link& l : salvage_links_) children[l.parent].push_back(&l);
     std::vector<bool> listed(inodes_.size(), false);
     std::vector<std::pair<uint64_t, std::string>> stack{{format::kRootInode, "/"}};
     if (inodes_[format::kRootInode].slot != Slot::kLive) return;
@@ -977,18 +998,19 @@ class Checker {
     while (!stack.empty()) {
       auto [ino, path] = std::move(stack.back());
       stack.pop_back();
-      report_->files_list.push_back(FsckFile{path, ino, ReadInode(ino)});
-      auto it = children_.find(ino);
-      if (it == children_.end()) continue;
-      for (size_t i : it->second) {
-        const Link& l = links_[i];
-        std::string child_path = absl::StrCat(path == "/" ? "" : path, "/", l.name);
-        // A hard-linked file is listed under each name; a directory only once.
-        if (inodes_[l.child].type == InodeType::kDirectory) {
-          if (listed[l.child]) continue;
-          listed[l.child] = true;
+      report_->files_list.push_back(
+          FsckFile{path, ino, ReadInode(ino), inodes_[ino].slot == Slot::kCorrupt});
+      auto it = children.find(ino);
+      if (it == children.end()) continue;
+      for (const Link* l : it->second) {
+        std::string child_path = absl::StrCat(path == "/" ? "" : path, "/", l->name);
+        // A hard-linked file is listed under each name; a directory only once (the
+        // record's own type: a corrupt inode has no trusted one).
+        if (ReadInode(l->child).type == InodeType::kDirectory) {
+          if (listed[l->child]) continue;
+          listed[l->child] = true;
         }
-        stack.emplace_back(l.child, std::move(child_path));
+        stack.emplace_back(l->child, std::move(child_path));
       }
     }
     std::sort(report_->files_list.begin(), report_->files_list.end(),
@@ -1005,6 +1027,7 @@ class Checker {
   std::vector<OwnedExtent> extents_;
   std::vector<std::pair<uint64_t, uint64_t>> used_runs_;  // merged [begin, end) blocks
   std::vector<Link> links_;
+  std::vector<Link> salvage_links_;  // with options_.salvage: entries through corrupt inodes
   absl::flat_hash_map<uint64_t, std::vector<size_t>> children_;  // dir -> links_ indices
   std::vector<bool> reachable_;
   bool dirents_trusted_ = true;  // every used dirent was readable and consistent
@@ -1068,6 +1091,24 @@ absl::StatusOr<FsckReport> CheckPool(PersistentRegion& region, const FsckOptions
   return result;
 }
 
+absl::StatusOr<std::unique_ptr<PoolClaim>> PoolClaim::Acquire(const std::string& path,
+                                                              bool exclusive) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return PosixError(absl::StrCat("cannot open pool ", path), errno);
+  if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+    const int e = errno;
+    close(fd);
+    if (e == EWOULDBLOCK) {
+      return absl::UnavailableError(absl::StrCat(
+          "pool ", path, " is in use (a running walfs daemon or another tool holds it)"));
+    }
+    return PosixError(absl::StrCat("cannot lock pool ", path), e);
+  }
+  return std::unique_ptr<PoolClaim>(new PoolClaim(fd));
+}
+
+PoolClaim::~PoolClaim() { close(fd_); }
+
 std::string JsonQuote(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
@@ -1086,6 +1127,11 @@ std::string JsonQuote(std::string_view s) {
     }
   }
   return out + "\"";
+}
+
+std::string SymlinkTarget(const InodeRecord& record) {
+  return std::string(reinterpret_cast<const char*>(record.extents),
+                     std::min<uint64_t>(record.size, format::kMaxSymlinkTarget));
 }
 
 std::string FormatUuid(const uint8_t (&uuid)[16]) {
@@ -1149,8 +1195,14 @@ std::string FsckReportJson(const FsckReport& report) {
                       ",\"size\":", r.size, ",\"mode\":", JsonQuote(absl::StrFormat("%04o", r.mode & 07777)),
                       ",\"uid\":", r.uid, ",\"gid\":", r.gid, ",\"nlink\":", r.nlink,
                       ",\"mtime_ns\":", r.mtime_ns, ",\"generation\":", r.generation,
-                      ",\"extents\":[");
-      const uint32_t n = std::min<uint32_t>(r.extent_count, format::kMaxExtents);
+                      ",\"damaged\":", f.damaged ? "true" : "false");
+      if (r.type == InodeType::kSymlink) {
+        absl::StrAppend(&out, ",\"target\":", JsonQuote(SymlinkTarget(r)));
+      }
+      out += ",\"extents\":[";
+      const uint32_t n = r.type == InodeType::kRegular
+                             ? std::min<uint32_t>(r.extent_count, format::kMaxExtents)
+                             : 0;
       for (uint32_t e = 0; e < n; ++e) {
         absl::StrAppend(&out, e ? "," : "", "{\"block\":", r.extents[e].block,
                         ",\"count\":", r.extents[e].count, "}");

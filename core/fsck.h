@@ -31,6 +31,7 @@
 #define WALFS_CORE_FSCK_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,10 @@ struct FsckOptions {
   bool repair = false;
   // Fill FsckReport::files with every inode reachable from the root (walfsctl inspect).
   bool list_files = false;
+  // With list_files, also list what entries lead to through inodes whose record is
+  // corrupt (bad crc, state or type), marked `damaged`: best-effort salvage for
+  // walfsctl export --salvage. Never affects checking or repair.
+  bool salvage = false;
 };
 
 struct FsckProblem {
@@ -62,6 +67,7 @@ struct FsckFile {
   std::string path;  // "/" for the root, "/a/b" below it
   uint64_t ino = 0;
   format::InodeRecord record{};
+  bool damaged = false;  // the record is corrupt: its fields are a best guess
 };
 
 struct FsckReport {
@@ -101,6 +107,30 @@ std::string FsckReportJson(const FsckReport& report);
 
 // `s` as a JSON string literal, quotes included (bytes >= 0x80 pass through as they are).
 std::string JsonQuote(std::string_view s);
+
+// An offline tool's claim on a pool: a flock(2) on the pool file or device, the lock a
+// running walfs daemon holds exclusively for its lifetime (fs/pool_lock.h). Exclusive
+// for tools that write (mkfs, fsck --repair), shared for readers (fsck, inspect,
+// export), so neither runs under a live daemon unnoticed and no daemon starts under a
+// tool. Released when destroyed (or when the process dies).
+class PoolClaim {
+ public:
+  // Unavailable ("... is in use ...") when another process holds a conflicting lock;
+  // the open error (NotFound, PermissionDenied, ...) otherwise.
+  static absl::StatusOr<std::unique_ptr<PoolClaim>> Acquire(const std::string& path,
+                                                           bool exclusive);
+  ~PoolClaim();
+  PoolClaim(const PoolClaim&) = delete;
+  PoolClaim& operator=(const PoolClaim&) = delete;
+
+ private:
+  explicit PoolClaim(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+// The target of a symlink record (stored inline in its extents' bytes, format.h), cut to
+// kMaxSymlinkTarget bytes whatever its size field says.
+std::string SymlinkTarget(const format::InodeRecord& record);
 
 // "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
 std::string FormatUuid(const uint8_t (&uuid)[16]);

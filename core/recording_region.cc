@@ -7,6 +7,7 @@
 #include <cstring>
 #include <set>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -14,7 +15,7 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/crc32c.h"
+#include "absl/strings/string_view.h"
 
 namespace walfs::core {
 namespace {
@@ -64,9 +65,9 @@ struct Piece {
 };
 
 // Builds crash images in one scratch copy of the durable image, skipping duplicates.
-// An image is identified by its difference from the durable image (the runs of bytes
-// that differ, with their offsets), so building, identifying and undoing an image
-// costs what its pieces cover, not the pool size.
+// An image is identified by its difference from the durable image: the runs of aligned
+// kBlock-byte blocks that differ, with their offsets and contents. Building,
+// identifying and undoing an image thus costs what its pieces cover, not the pool size.
 class ImageEmitter {
  public:
   ImageEmitter(const std::string& durable, size_t max_images,
@@ -76,31 +77,34 @@ class ImageEmitter {
   // False once max_images images have been passed on.
   bool Emit(const std::vector<Piece>& pieces) {
     if (emitted_ >= max_images_) return false;
-    std::vector<Interval> ranges;
-    ranges.reserve(pieces.size());
+    // The touched blocks, merged: each block is compared (and restored) once.
+    std::vector<Interval> blocks;
+    blocks.reserve(pieces.size());
     for (const Piece& p : pieces) {
+      if (p.bytes.empty()) continue;
       std::memcpy(scratch_.data() + p.off, p.bytes.data(), p.bytes.size());
-      if (!p.bytes.empty()) ranges.emplace_back(p.off, p.off + p.bytes.size());
+      const uint64_t end = p.off + p.bytes.size();
+      blocks.emplace_back(p.off / kBlock * kBlock,
+                          std::min<uint64_t>((end + kBlock - 1) / kBlock * kBlock,
+                                             scratch_.size()));
     }
-    std::sort(ranges.begin(), ranges.end());
+    std::sort(blocks.begin(), blocks.end());
     std::vector<Interval> merged;
-    for (const Interval& r : ranges) {
-      if (!merged.empty() && r.first <= merged.back().second) {
-        merged.back().second = std::max(merged.back().second, r.second);
+    for (const Interval& b : blocks) {
+      if (!merged.empty() && b.first <= merged.back().second) {
+        merged.back().second = std::max(merged.back().second, b.second);
       } else {
-        merged.push_back(r);
+        merged.push_back(b);
       }
     }
-    std::string delta;
-    for (const Interval& r : merged) AppendDiffRuns(r.first, r.second, &delta);
-    const Key key{absl::Hash<std::string>{}(delta), Crc32c(0, delta.data(), delta.size()),
-                  delta.size()};
+    Key key{0, 0};
+    for (const Interval& m : merged) AddChangedRuns(m.first, m.second, &key);
     if (seen_.insert(key).second) {
       fn_(scratch_);
       ++emitted_;
     }
-    for (const Interval& r : merged) {
-      std::memcpy(scratch_.data() + r.first, durable_.data() + r.first, r.second - r.first);
+    for (const Interval& m : merged) {
+      std::memcpy(scratch_.data() + m.first, durable_.data() + m.first, m.second - m.first);
     }
     return emitted_ < max_images_;
   }
@@ -108,23 +112,32 @@ class ImageEmitter {
   size_t emitted() const { return emitted_; }
 
  private:
-  using Key = std::tuple<uint64_t, uint32_t, uint64_t>;
+  static constexpr uint64_t kBlock = 64;
+  // A hash of the changed runs (offset and bytes, in address order) and their total
+  // length. 64 bits of hash make a false "duplicate" among a million images about a
+  // 1e-7 chance.
+  using Key = std::pair<uint64_t, uint64_t>;
 
-  // Appends (offset, length, bytes) for each maximal run in [begin, end) where the
-  // scratch image differs from the durable one.
-  void AppendDiffRuns(uint64_t begin, uint64_t end, std::string* delta) const {
-    const char* d = durable_.data();
-    const char* s = scratch_.data();
-    uint64_t i = begin;
-    while (i < end) {
-      while (i + 64 <= end && std::memcmp(d + i, s + i, 64) == 0) i += 64;
-      while (i < end && d[i] == s[i]) ++i;
-      if (i >= end) break;
-      const uint64_t run = i;
-      while (i < end && d[i] != s[i]) ++i;
-      const uint64_t header[2] = {run, i - run};
-      delta->append(reinterpret_cast<const char*>(header), sizeof(header));
-      delta->append(s + run, i - run);
+  // Adds to `key` each maximal run of blocks in [begin, end) (block-aligned, or ending
+  // at the end of the image) where the scratch image differs from the durable one.
+  void AddChangedRuns(uint64_t begin, uint64_t end, Key* key) const {
+    uint64_t b = begin;
+    while (b < end) {
+      if (std::memcmp(durable_.data() + b, scratch_.data() + b,
+                      std::min(kBlock, end - b)) == 0) {
+        b += kBlock;
+        continue;
+      }
+      const uint64_t run = b;
+      do {
+        b += kBlock;
+      } while (b < end && std::memcmp(durable_.data() + b, scratch_.data() + b,
+                                      std::min(kBlock, end - b)) != 0);
+      b = std::min(b, end);
+      const absl::string_view bytes(scratch_.data() + run, b - run);
+      key->first = absl::Hash<std::tuple<uint64_t, uint64_t, absl::string_view>>{}(
+          std::make_tuple(key->first, run, bytes));
+      key->second += b - run;
     }
   }
 
@@ -182,6 +195,7 @@ void RecordingRegion::RunHook() {
   if (!hook_) return;
   std::function<void()> hook = hook_;
   in_hook_ = true;
+  hook_thread_ = std::this_thread::get_id();
   mu_.Unlock();
   hook();
   mu_.Lock();
@@ -331,18 +345,30 @@ std::vector<RecordingRegion::Unit> RecordingRegion::InFlightUnits() const {
 }
 
 size_t RecordingRegion::ForEachCrashImage(
+    const std::function<void(const std::string& image)>& fn) const {
+  return ForEachCrashImage(CrashEnumOptions(), fn);
+}
+
+size_t RecordingRegion::ForEachCrashImage(
     const CrashEnumOptions& options,
     const std::function<void(const std::string& image)>& fn) const {
-  // Work on a snapshot so that fn may call back into the region.
-  std::string durable;
+  // Work on a snapshot so that fn may call back into the region. From the hook's own
+  // thread the durable image is used in place: it cannot change before we return, since
+  // mutators abort while the hook runs and the hook is waiting for us.
+  std::string snapshot;
+  const std::string* durable = &snapshot;
   std::vector<Unit> units;
   {
     absl::MutexLock lock(&mu_);
-    durable = durable_;
+    if (in_hook_ && hook_thread_ == std::this_thread::get_id()) {
+      durable = &durable_;
+    } else {
+      snapshot = durable_;
+    }
     units = InFlightUnits();
   }
   const size_t n = units.size();
-  ImageEmitter emitter(durable, options.max_images, fn);
+  ImageEmitter emitter(*durable, options.max_images, fn);
   auto piece = [&](size_t i) { return Piece{units[i].off, units[i].bytes}; };
 
   // 1. Nothing in flight landed.
@@ -396,7 +422,7 @@ size_t RecordingRegion::ForEachCrashImage(
     for (uint64_t w = u.off / kWordSize * kWordSize; w < end; w += kWordSize) {
       const uint64_t b = std::max(w, u.off);
       const uint64_t e = std::min(w + kWordSize, end);
-      if (std::memcmp(u.bytes.data() + (b - u.off), durable.data() + b, e - b) != 0) {
+      if (std::memcmp(u.bytes.data() + (b - u.off), durable->data() + b, e - b) != 0) {
         changed.emplace_back(b, e);
       }
     }

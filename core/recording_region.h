@@ -35,6 +35,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -66,8 +67,8 @@ class RecordingRegion final : public PersistentRegion {
 
   // The bytes a power failure now would leave if no in-flight store reached the media.
   std::string DurableImage() const;
-  // Number of durability points passed so far: Drain() calls (pmem) or Flush() calls
-  // (msync).
+  // Number of durability points so far: Drain() calls (pmem) or Flush() calls (msync),
+  // counting the one whose hook is running.
   uint64_t durability_points() const;
   // Number of in-flight units: store units (pmem) or dirty pages (msync).
   size_t in_flight() const;
@@ -95,20 +96,26 @@ class RecordingRegion final : public PersistentRegion {
 
   // Calls fn once per distinct image a crash at this instant could leave, and returns
   // how many it passed. Each image is the durable image plus some in-flight units,
-  // applied in program order:
+  // applied in program order (n = in_flight()):
   //   1. no unit (the durable image itself);
-  //   2. with `prefixes`: units 1..k, for k = 1..n (n = in_flight());
+  //   2. with `prefixes`: units 1..k, for k = 1..n;
   //   3. every subset of at most max_subset units and, with `complements`, every subset
-  //      of at least n - max_subset units (sizes taken in the order 1, n-1, 2, n-2, ...);
-  //   4. with `tear`, for each unit u whose changed words (aligned 8-byte words where u
-  //      differs from the durable image) number C >= 2: u reduced to its first p or its
-  //      last p changed words, p in {1, C/2, C-1}, on three bases: the durable image,
-  //      the units before u, and all units but u.
+  //      of at least n - max_subset units (by size: n, 1, n-1, 2, n-2, ...);
+  //   4. with `tear`, for each unit u with C >= 2 changed words (aligned 8-byte words
+  //      where u differs from the durable image): u's bytes up to the end of its p-th
+  //      changed word, and from the start of its p-th last changed word, for p in
+  //      {1, C/2, C-1}; each laid over three bases: the durable image, the units before
+  //      u, and all units but u.
   // Images equal to one already passed (compared by content) are skipped. `image` is
-  // valid only during the call. The cost of an image is proportional to the bytes its
-  // units cover (plus one copy of the pool per call), not to the pool size.
+  // valid only during the call; fn runs on a snapshot taken at the start, without the
+  // lock, so it may call the const methods.
+  // Cost: step 3 yields about n^2 images for max_subset 2; an image costs about the
+  // bytes its units cover (plus two copies of the pool per call), not the pool size.
+  // With hundreds of units in flight, lower max_subset or max_images.
   size_t ForEachCrashImage(const CrashEnumOptions& options,
                            const std::function<void(const std::string& image)>& fn) const;
+  // The same with default options.
+  size_t ForEachCrashImage(const std::function<void(const std::string& image)>& fn) const;
 
   // The current bytes, for tests that inspect or corrupt them. Writes through this
   // bypass the model (they are neither in flight nor durable).
@@ -145,6 +152,7 @@ class RecordingRegion final : public PersistentRegion {
   uint64_t durability_points_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void()> hook_ ABSL_GUARDED_BY(mu_);
   bool in_hook_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread::id hook_thread_ ABSL_GUARDED_BY(mu_);
   // pmem: in-flight store units in seq order, and the Flushes since the last Drain.
   std::vector<Unit> units_ ABSL_GUARDED_BY(mu_);
   std::vector<FlushRecord> flushes_ ABSL_GUARDED_BY(mu_);

@@ -18,6 +18,7 @@
 #include "fs/operations.h"
 #include "fs/pool_lock.h"
 #include "fs/sd_notify.h"
+#include "fs/stale_mount.h"
 #include "fs/server.h"
 
 namespace walfs::fs {
@@ -115,7 +116,7 @@ int RunDaemon(const Options& options) {
         core::WalDirectory::Open(std::move(*region), {.read_only = options.read_only});
     if (!opened.ok()) {
       Log(LOG_ERR, "cannot open pool %s: %s", options.pool.c_str(),
-          opened.status().ToString().c_str());
+          std::string(opened.status().message()).c_str());
       return 1;
     }
     dir = std::move(*opened);
@@ -143,6 +144,17 @@ int RunDaemon(const Options& options) {
     (void)dir->Close();
     return 1;
   }
+  // The pool lock is ours, so a dead mount of this pool is a killed walfs's leftover.
+  const std::string fsname = options.fsname.empty() ? options.pool : options.fsname;
+  absl::StatusOr<bool> detached =
+      DetachStaleMount(options.mountpoint, fsname, "fuse." + options.subtype);
+  if (!detached.ok()) {
+    Log(LOG_ERR, "%s is a dead mount of %s: %s", options.mountpoint.c_str(), fsname.c_str(),
+        std::string(detached.status().message()).c_str());
+  } else if (*detached) {
+    Log(LOG_NOTICE, "detached the dead mount of %s at %s left by a walfs that died",
+        fsname.c_str(), options.mountpoint.c_str());
+  }
   if (fuse_session_mount(se.get(), options.mountpoint.c_str()) != 0) {
     Log(LOG_ERR, "cannot mount %s at %s", options.pool.c_str(), options.mountpoint.c_str());
     fuse_remove_signal_handlers(se.get());
@@ -159,6 +171,11 @@ int RunDaemon(const Options& options) {
       options.mountpoint.c_str(), static_cast<int>(dir->region().kind().size()),
       dir->region().kind().data(), options.threads, options.threads == 1 ? "" : "s",
       durability.c_str());
+  if (options.allow_other && !options.default_permissions_given) {
+    Log(LOG_NOTICE,
+        "allow_other without default_permissions: default_permissions is enforced anyway "
+        "(walfs makes no permission checks of its own, the kernel checks mode bits)");
+  }
   if (!options.ignored.empty()) {
     std::string list;
     for (const std::string& o : options.ignored) absl::StrAppend(&list, list.empty() ? "" : ",", o);

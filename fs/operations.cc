@@ -9,9 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,8 +29,9 @@ namespace {
 
 // walfs is the only writer of its namespace and the kernel invalidates what its own
 // requests change (size after a write, nlink after an unlink, the parent after a
-// create), so entries, negative entries and attributes can be cached for long: PostgreSQL
-// probes segment names that do not exist (expecting ENOENT) and stats files constantly.
+// create), so entries, negative entries and attributes can be cached for long:
+// PostgreSQL probes segment names that do not exist (expecting ENOENT) and stats
+// archive_status names constantly.
 constexpr double kCacheTimeout = 86400.0;
 
 // 1 MiB: PostgreSQL writes up to ~1 MiB of WAL per call and zero-fills 16 MiB segments.
@@ -42,8 +41,15 @@ constexpr unsigned kMaxWrite = 1u << 20;
 
 // A write or fsync must never fail with EINTR (PostgreSQL PANICs). Interrupts are never
 // looked at (no fuse_req_interrupt_func), so EINTR could only come from a system call
-// inside core; the operation is idempotent, so it is simply repeated.
+// inside core; the operation is idempotent, so it is simply repeated (and should EINTR
+// persist, the reply is EIO: an error PostgreSQL reports instead of retrying forever).
 constexpr int kInterruptedRetries = 100;
+
+// Bytes added to the status document's size when a caller asks for it (getxattr with
+// size 0): every counter could gain digits before the value itself is read.
+constexpr size_t kStatusSizeHeadroom = 256;
+
+int NeverEintr(int error) { return error == EINTR ? EIO : error; }
 
 Server& GetServer(fuse_req_t req) { return *static_cast<Server*>(fuse_req_userdata(req)); }
 
@@ -134,20 +140,20 @@ void OpenHandle(fuse_file_info* fi) {
   fi->keep_cache = 0;
 }
 
+const absl::Status& StatusOf(const absl::Status& status) { return status; }
+template <typename T>
+const absl::Status& StatusOf(const absl::StatusOr<T>& result) {
+  return result.status();
+}
+
 template <typename F>
-auto RetryInterrupted(F&& f) -> decltype(f()) {
-  for (int attempt = 0;; ++attempt) {
-    auto result = f();
-    if (attempt == kInterruptedRetries) return result;
-    const absl::Status& status = [&]() -> const absl::Status& {
-      if constexpr (std::is_same_v<decltype(result), absl::Status>) {
-        return result;
-      } else {
-        return result.status();
-      }
-    }();
-    if (status.ok() || core::ErrnoFromStatus(status) != EINTR) return result;
+auto RetryInterrupted(F&& f) {
+  auto result = f();
+  for (int i = 0; i < kInterruptedRetries && core::ErrnoFromStatus(StatusOf(result)) == EINTR;
+       ++i) {
+    result = f();
   }
+  return result;
 }
 
 // --- session ---------------------------------------------------------------------
@@ -188,7 +194,7 @@ void WalfsDestroy(void* userdata) {
 
 void WalfsLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   absl::StatusOr<core::Attr> attr = GetServer(req).dir().Lookup(parent, name);
-  if (!attr.ok() && attr.status().code() == absl::StatusCode::kNotFound) {
+  if (!attr.ok() && core::ErrnoFromStatus(attr.status()) == ENOENT) {
     // A negative entry (ino 0) the kernel caches like a positive one.
     fuse_entry_param e{};
     e.entry_timeout = kCacheTimeout;
@@ -383,7 +389,7 @@ void WalfsWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, of
     return dir.Write(ino, static_cast<uint64_t>(off), absl::MakeConstSpan(buf, size), sync);
   });
   if (!n.ok()) {
-    fuse_reply_err(req, StatusToErrno(n.status(), "write", ino));
+    fuse_reply_err(req, NeverEintr(StatusToErrno(n.status(), "write", ino)));
     return;
   }
   fuse_reply_write(req, *n);
@@ -413,7 +419,7 @@ void WalfsFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi
   }
   absl::Status status =
       RetryInterrupted([&] { return server.dir().Fsync(ino, datasync != 0); });
-  ReplyStatus(req, status, "fsync", ino);
+  fuse_reply_err(req, status.ok() ? 0 : NeverEintr(StatusToErrno(status, "fsync", ino)));
 }
 
 void WalfsFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
@@ -545,7 +551,7 @@ void WalfsFsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*
     return;
   }
   absl::Status status = RetryInterrupted([&] { return server.dir().FsyncDir(ino); });
-  ReplyStatus(req, status, "fsyncdir", ino);
+  fuse_reply_err(req, status.ok() ? 0 : NeverEintr(StatusToErrno(status, "fsyncdir", ino)));
 }
 
 void WalfsStatfs(fuse_req_t req, fuse_ino_t ino) {
@@ -588,7 +594,9 @@ void WalfsGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size
   }
   std::string json = GetServer(req).StatusJson();
   if (size == 0) {
-    fuse_reply_xattr(req, json.size());
+    // Counters grow between the size query and the read that follows it; headroom
+    // keeps that read from failing with ERANGE (a shorter value is fine).
+    fuse_reply_xattr(req, json.size() + kStatusSizeHeadroom);
   } else if (size < json.size()) {
     fuse_reply_err(req, ERANGE);
   } else {

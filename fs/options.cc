@@ -77,7 +77,10 @@ absl::Status ApplyOption(const std::string& option, Options& options) {
     options.allow_other = true;
     return no_value();
   }
-  if (key == "default_permissions") return no_value();
+  if (key == "default_permissions") {
+    options.default_permissions_given = true;
+    return no_value();
+  }
   if (key == "ro") {
     options.read_only = true;
     return no_value();

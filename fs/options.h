@@ -49,6 +49,7 @@ struct Options {
   bool foreground = false;
   bool debug = false;
   bool allow_other = false;
+  bool default_permissions_given = false;  // only to say that it was forced
   bool read_only = false;
   bool noexec = false;
   unsigned threads = kDefaultThreads;

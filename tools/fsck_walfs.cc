@@ -115,20 +115,25 @@ int Run(int argc, char** argv) {
   }
   const std::string pool = argv[optind];
 
+  // A pool in use changes under the check: refuse rather than report phantom damage.
+  absl::StatusOr<std::unique_ptr<core::PoolClaim>> claim =
+      core::PoolClaim::Acquire(pool, /*exclusive=*/repair);
   core::PmemOpenOptions open_options;
   open_options.read_only = !repair;
   absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
-      core::OpenPmemRegion(pool, open_options);
-  if (!region.ok()) {
-    std::fprintf(stderr, "fsck.walfs: %s\n", std::string(region.status().message()).c_str());
-    return kExitOperational;
-  }
-  core::FsckOptions options;
-  options.repair = repair;
-  absl::StatusOr<core::FsckReport> report = core::CheckPool(**region, options);
+      claim.ok() ? core::OpenPmemRegion(pool, open_options)
+                 : absl::StatusOr<std::unique_ptr<core::PersistentRegion>>(claim.status());
+  absl::StatusOr<core::FsckReport> report =
+      region.ok() ? core::CheckPool(**region, core::FsckOptions{.repair = repair})
+                  : absl::StatusOr<core::FsckReport>(region.status());
   if (!report.ok()) {
-    std::fprintf(stderr, "fsck.walfs: %s: %s\n", pool.c_str(),
-                 std::string(report.status().message()).c_str());
+    const std::string message(report.status().message());
+    std::fprintf(stderr, "fsck.walfs: %s\n", message.c_str());
+    if (json) {
+      std::printf("{\"pool\":%s,\"repair\":%s,\"exit_code\":%d,\"error\":%s}\n",
+                  core::JsonQuote(pool).c_str(), repair ? "true" : "false", kExitOperational,
+                  core::JsonQuote(message).c_str());
+    }
     return kExitOperational;
   }
   int exit_code = 0;

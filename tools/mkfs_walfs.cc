@@ -122,6 +122,25 @@ absl::StatusOr<bool> HoldsData(const std::string& path, bool* is_walfs) {
   return false;
 }
 
+// Sets a regular file's size. Growth is allocated (as OpenPmemRegion allocates a pool it
+// creates), so a store into the mapping never faults on a full file system.
+absl::Status Resize(const std::string& path, uint64_t size) {
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", path, ": ", strerror(errno)));
+  int e = 0;
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    e = errno;
+  } else {
+    e = posix_fallocate(fd, 0, static_cast<off_t>(size));
+  }
+  close(fd);
+  if (e != 0) {
+    return absl::InternalError(absl::StrCat("cannot resize ", path, " to ", size, " bytes: ",
+                                            strerror(e)));
+  }
+  return absl::OkStatus();
+}
+
 // A progress bar on stderr while the data area is zeroed (only when stderr is a tty).
 class ProgressBar {
  public:
@@ -221,7 +240,12 @@ int Run(int argc, char** argv) {
     return Fail(absl::StrCat(args.pool, " is neither a regular file nor a character device"));
   }
 
+  std::unique_ptr<core::PoolClaim> claim;
   if (!create) {
+    absl::StatusOr<std::unique_ptr<core::PoolClaim>> claimed =
+        core::PoolClaim::Acquire(args.pool, /*exclusive=*/true);
+    if (!claimed.ok()) return Fail(std::string(claimed.status().message()));
+    claim = *std::move(claimed);
     bool is_walfs = false;
     absl::StatusOr<bool> holds_data = HoldsData(args.pool, &is_walfs);
     if (!holds_data.ok()) return Fail(std::string(holds_data.status().message()));
@@ -258,9 +282,7 @@ int Run(int argc, char** argv) {
       }
     }
     if (!create && static_cast<uint64_t>(st.st_size) != *args.size) {
-      if (truncate(args.pool.c_str(), static_cast<off_t>(*args.size)) != 0) {
-        return Fail(absl::StrCat("cannot resize ", args.pool, ": ", strerror(errno)));
-      }
+      if (absl::Status s = Resize(args.pool, *args.size); !s.ok()) return Fail(std::string(s.message()));
     }
   }
 
@@ -272,6 +294,12 @@ int Run(int argc, char** argv) {
     if (create) unlink(args.pool.c_str());
     return Fail(std::string(region.status().message()));
   }
+  if (claim == nullptr) {
+    absl::StatusOr<std::unique_ptr<core::PoolClaim>> claimed =
+        core::PoolClaim::Acquire(args.pool, /*exclusive=*/true);
+    if (!claimed.ok()) return Fail(std::string(claimed.status().message()));
+    claim = *std::move(claimed);
+  }
   if (absl::StatusOr<f::Superblock> layout =
           core::ComputeLayout((*region)->size(), format_options);
       !layout.ok()) {
@@ -281,9 +309,9 @@ int Run(int argc, char** argv) {
                              layout.status().message()));
   }
 
-  // A file this run created reads as zeros already: zeroing it again would only
-  // allocate every page of a sparse file.
-  format_options.region_is_zero = create;
+  // A file this run created (or grew from empty) reads as zeros already: zeroing it
+  // again would only allocate every page of a sparse file.
+  format_options.region_is_zero = create || (S_ISREG(st.st_mode) && st.st_size == 0);
   ProgressBar bar;
   if (isatty(STDERR_FILENO) && !args.quiet) {
     format_options.progress = [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); };

@@ -47,10 +47,11 @@ constexpr char kUsage[] =
     "  walfsctl inspect [--json] POOL\n"
     "      Geometry, usage and the file list (path, type, size, mode, uid, gid, nlink,\n"
     "      extents) of an unmounted pool. Read-only.\n"
-    "  walfsctl export POOL DIR\n"
+    "  walfsctl export [--salvage] POOL DIR\n"
     "      Copies every file of an unmounted pool into DIR (created if missing; existing\n"
     "      names are not overwritten), keeping the tree, symlinks, hard links, modes,\n"
-    "      mtimes and, as root, owners. Read-only: for disaster recovery.\n"
+    "      mtimes and, as root, owners. Read-only: for disaster recovery. --salvage also\n"
+    "      copies files whose inode record is damaged, as best it can.\n"
     "  walfsctl status MOUNTPOINT [--json | --prometheus]\n"
     "      The running daemon's status (mode, region, counters, usage) read from the\n"
     "      user.walfs.status attribute of MOUNTPOINT: human form, the raw JSON document,\n"
@@ -101,11 +102,20 @@ std::string FormatTime(int64_t ns) {
 
 // The pool read-only, checked, with its file list.
 struct OpenedPool {
+  std::unique_ptr<core::PoolClaim> claim;  // null when a daemon holds the pool
   std::unique_ptr<core::PersistentRegion> region;
   core::FsckReport report;
 };
 
-absl::StatusOr<OpenedPool> OpenAndList(const std::string& path) {
+absl::StatusOr<OpenedPool> OpenAndList(const std::string& path, bool salvage = false) {
+  // Reading a pool in use is allowed (it is how one looks at a live pool), but what is
+  // read may be mid-change.
+  absl::StatusOr<std::unique_ptr<core::PoolClaim>> claim =
+      core::PoolClaim::Acquire(path, /*exclusive=*/false);
+  if (!claim.ok() && absl::IsUnavailable(claim.status())) {
+    std::fprintf(stderr, "walfsctl: warning: %s; what it shows may be mid-change\n",
+                 std::string(claim.status().message()).c_str());
+  }
   core::PmemOpenOptions open_options;
   open_options.read_only = true;
   absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
@@ -113,9 +123,11 @@ absl::StatusOr<OpenedPool> OpenAndList(const std::string& path) {
   if (!region.ok()) return region.status();
   core::FsckOptions options;
   options.list_files = true;
+  options.salvage = salvage;
   absl::StatusOr<core::FsckReport> report = core::CheckPool(**region, options);
   if (!report.ok()) return report.status();
-  return OpenedPool{*std::move(region), *std::move(report)};
+  return OpenedPool{claim.ok() ? *std::move(claim) : nullptr, *std::move(region),
+                    *std::move(report)};
 }
 
 // ---- inspect ---------------------------------------------------------------------
@@ -181,15 +193,19 @@ int Inspect(const std::string& pool, bool json) {
                                  " warning(s); run fsck.walfs for details")
                         .c_str());
   std::printf("\n%-40s %-7s %12s %5s %6s %6s %5s  %s\n", "PATH", "TYPE", "SIZE", "MODE", "UID",
-              "GID", "NLINK", "EXTENTS (block+count)");
+              "GID", "NLINK", "EXTENTS (block+count) / TARGET");
   for (const core::FsckFile& file : r.files_list) {
     const f::InodeRecord& rec = file.record;
     std::string extents;
-    const uint32_t n = std::min<uint32_t>(rec.extent_count, f::kMaxExtents);
-    for (uint32_t i = 0; i < n; ++i) {
-      absl::StrAppend(&extents, i ? "," : "", rec.extents[i].block, "+", rec.extents[i].count);
+    if (rec.type == f::InodeType::kSymlink) {
+      extents = "-> " + core::SymlinkTarget(rec);
+    } else {
+      const uint32_t n = std::min<uint32_t>(rec.extent_count, f::kMaxExtents);
+      for (uint32_t i = 0; i < n; ++i) {
+        absl::StrAppend(&extents, i ? "," : "", rec.extents[i].block, "+", rec.extents[i].count);
+      }
+      if (rec.extent_count > f::kMaxExtents) extents += ",...";
     }
-    if (rec.extent_count > f::kMaxExtents) extents += ",...";
     std::printf("%-40s %-7s %12llu %04o %6u %6u %5u  %s\n", file.path.c_str(),
                 ShortType(rec.type), static_cast<unsigned long long>(rec.size), rec.mode & 07777,
                 rec.uid, rec.gid, rec.nlink, extents.empty() ? "-" : extents.c_str());
@@ -229,6 +245,7 @@ class Exporter {
   uint64_t symlinks() const { return symlinks_; }
   uint64_t links() const { return links_; }
   uint64_t bytes() const { return bytes_; }
+  uint64_t salvaged() const { return salvaged_; }
 
  private:
   static absl::Status Errno(std::string_view what, const std::string& path) {
@@ -237,6 +254,11 @@ class Exporter {
 
   absl::Status Copy(const core::FsckFile& file) {
     const f::InodeRecord& r = file.record;
+    if (file.damaged) {
+      std::fprintf(stderr, "walfsctl: %s: salvaged from a damaged inode record: check it\n",
+                   file.path.c_str());
+      ++salvaged_;
+    }
     const std::string target = file.path == "/" ? dir_ : dir_ + file.path;
     switch (r.type) {
       case f::InodeType::kDirectory: {
@@ -247,9 +269,11 @@ class Exporter {
         return absl::OkStatus();
       }
       case f::InodeType::kSymlink: {
-        absl::StatusOr<std::string> link = ReadData(r);
-        if (!link.ok()) return link.status();
-        if (symlink(link->c_str(), target.c_str()) != 0) return Errno("cannot create symlink", target);
+        const std::string link = core::SymlinkTarget(r);
+        if (link.empty() || link.find('\0') != std::string::npos) {
+          return absl::DataLossError("symlink target is empty or holds a NUL byte");
+        }
+        if (symlink(link.c_str(), target.c_str()) != 0) return Errno("cannot create symlink", target);
         ++symlinks_;
         return SetAttributes(target, r, -1);
       }
@@ -332,12 +356,12 @@ class Exporter {
   const std::string dir_;
   absl::flat_hash_map<uint64_t, std::string> first_path_;  // ino -> exported path
   std::vector<std::pair<std::string, f::InodeRecord>> dirs_;
-  uint64_t files_ = 0, symlinks_ = 0, links_ = 0, bytes_ = 0;
+  uint64_t files_ = 0, symlinks_ = 0, links_ = 0, bytes_ = 0, salvaged_ = 0;
 };
 
-int Export(const std::string& pool, std::string dir) {
+int Export(const std::string& pool, std::string dir, bool salvage) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  absl::StatusOr<OpenedPool> opened = OpenAndList(pool);
+  absl::StatusOr<OpenedPool> opened = OpenAndList(pool, salvage);
   if (!opened.ok()) return Fail(std::string(opened.status().message()));
   const core::FsckReport& r = opened->report;
   if (!r.superblock_valid) {
@@ -347,8 +371,9 @@ int Export(const std::string& pool, std::string dir) {
   if (errors > 0) {
     std::fprintf(stderr,
                  "walfsctl: warning: %s has %zu error(s) (see fsck.walfs); exporting what is "
-                 "reachable\n",
-                 pool.c_str(), errors);
+                 "reachable%s\n",
+                 pool.c_str(), errors,
+                 salvage ? ", damaged records included" : " (--salvage also tries damaged records)");
   }
   Exporter exporter(*opened->region, r.superblock, dir);
   const bool ok = exporter.Run(r.files_list);
@@ -359,6 +384,10 @@ int Export(const std::string& pool, std::string dir) {
               static_cast<unsigned long long>(exporter.links()),
               static_cast<unsigned long long>(exporter.symlinks()),
               static_cast<unsigned long long>(exporter.dirs()), pool.c_str(), dir.c_str());
+  if (exporter.salvaged() > 0) {
+    std::printf("%llu name(s) copied from damaged inode records\n",
+                static_cast<unsigned long long>(exporter.salvaged()));
+  }
   return ok && errors == 0 ? 0 : kExitFailure;
 }
 
@@ -683,9 +712,11 @@ int Run(int argc, char** argv) {
     return Inspect(positional[0], !flags.empty());
   }
   if (command == "export") {
-    if (!flags.empty()) return UsageError(absl::StrCat("unknown option ", flags[0], " for export"));
+    if (std::string bad = only_flags({"--salvage"}); !bad.empty()) {
+      return UsageError(absl::StrCat("unknown option ", bad, " for export"));
+    }
     if (positional.size() != 2) return UsageError("export takes POOL and DIR");
-    return Export(positional[0], positional[1]);
+    return Export(positional[0], positional[1], !flags.empty());
   }
   if (command == "status") {
     if (std::string bad = only_flags({"--json", "--prometheus"}); !bad.empty()) {

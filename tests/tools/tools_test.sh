@@ -110,6 +110,8 @@ expect_rc 16 "$FSCK" --bogus "$W/a.pool"
 expect_rc 16 "$FSCK" -n -y "$W/a.pool"
 expect_rc 8 "$FSCK" "$W/missing.pool"
 expect_err "missing.pool"
+expect_rc 8 "$FSCK" --json "$W/missing.pool"
+expect_out '"exit_code":8,"error":'
 
 log "fsck: one bad superblock: 4, repaired 1, then 0"
 cp "$W/a.pool" "$W/b.pool"
@@ -148,6 +150,23 @@ cp "$W/a.pool" "$W/t.pool"
 truncate -s 32M "$W/t.pool"
 expect_rc 4 "$FSCK" "$W/t.pool"
 expect_out "truncated"
+
+log "a pool in use (flocked, as the daemon does) is refused"
+if command -v flock >/dev/null; then
+  exec 9<"$W/a.pool"
+  flock -x 9
+  expect_rc 8 "$FSCK" "$W/a.pool"
+  expect_err "in use"
+  expect_rc 8 "$FSCK" -y "$W/a.pool"
+  expect_rc 1 "$MKFS" --force "$W/a.pool"
+  expect_err "in use"
+  expect_rc 0 "$WALFSCTL" inspect "$W/a.pool"
+  expect_err "warning: pool .* is in use"
+  exec 9<&-
+  expect_rc 0 "$FSCK" "$W/a.pool"
+else
+  log "no flock(1): lock checks skipped"
+fi
 
 log "walfsctl inspect"
 expect_rc 0 "$WALFSCTL" inspect "$W/a.pool"
@@ -217,6 +236,20 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   ln "$M/000000010000000000000001" "$M/archive/seg-link"
   ln -s ../00000002.history "$M/archive/latest"
   mkdir "$M/archive/empty"
+  expect_rc 0 "$WALFSCTL" status "$M"
+  expect_out "mode:"
+  expect_rc 0 "$WALFSCTL" status "$M" --json
+  expect_out '"version":1'
+  expect_rc 0 "$WALFSCTL" status "$M" --prometheus
+  expect_out '^walfs_info{.*mode="'
+  expect_out '^walfs_writes [1-9]'
+  expect_out '^walfs_total_blocks [0-9]'
+  # The daemon holds the pool's lock: no fsck or mkfs under it, inspect warns.
+  expect_rc 8 "$FSCK" "$W/m.pool"
+  expect_err "in use"
+  expect_rc 1 "$MKFS" --force "$W/m.pool"
+  expect_rc 0 "$WALFSCTL" inspect "$W/m.pool"
+  expect_err "in use"
   umount_walfs "$M"
   expect_rc 0 "$FSCK" "$W/m.pool"
   expect_out "clean"

@@ -1,10 +1,24 @@
-// Tests of the daemon's command line and status document (fs/options.h,
-// fs/status_json.h): the mount.fuse3 argv shape, ignored and refused options.
+// Tests of the daemon's pieces that need no mount: the command line (mount.fuse3 argv
+// shape, ignored and refused options), the status document, the errno conversion,
+// sd_notify and the pool lock.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+#include "fs/errors.h"
 #include "fs/options.h"
+#include "fs/pool_lock.h"
+#include "fs/sd_notify.h"
 #include "fs/status_json.h"
 #include "gtest/gtest.h"
 
@@ -127,6 +141,105 @@ TEST(FsStatusJsonTest, FlatDocument) {
   EXPECT_NE(json.find("\"fuse_fsync\":3,"), std::string::npos);
   EXPECT_NE(json.find("\"fuse_fsyncdir\":2,"), std::string::npos);
   EXPECT_EQ(std::count(json.begin(), json.end(), '{'), 1);
+}
+
+TEST(FsErrorsTest, StatusToErrno) {
+  EXPECT_EQ(StatusToErrno(core::PosixError("x", ENOENT), "lookup", 1), ENOENT);
+  EXPECT_EQ(StatusToErrno(core::PosixError("x", ENOSPC), "write", 1), ENOSPC);
+  EXPECT_EQ(StatusToErrno(absl::DataLossError("bad crc"), "read", 7), EIO);
+  // A DataLoss status carrying another errno is still EIO: corruption is never ENOENT.
+  absl::Status tagged = core::PosixError("x", ENOENT);
+  absl::Status data_loss(absl::StatusCode::kDataLoss, "inode 7: bad crc");
+  tagged.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    data_loss.SetPayload(url, payload);
+  });
+  ASSERT_EQ(core::ErrnoFromStatus(data_loss), ENOENT);
+  EXPECT_EQ(StatusToErrno(data_loss, "read", 7), EIO);
+  EXPECT_EQ(StatusToErrno(absl::NotFoundError("x"), "lookup", 1), ENOENT);
+  EXPECT_GT(StatusToErrno(absl::UnknownError("x"), "op", 1), 0);
+}
+
+// A bound datagram socket, and NOTIFY_SOCKET pointing at it, for one test.
+class NotifyListener {
+ public:
+  explicit NotifyListener(const std::string& name) {
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, name.data(), name.size());
+    socklen_t length = offsetof(sockaddr_un, sun_path) + name.size();
+    if (name[0] == '@') addr.sun_path[0] = '\0';
+    bound_ = bind(fd_, reinterpret_cast<sockaddr*>(&addr), length) == 0;
+    setenv("NOTIFY_SOCKET", name.c_str(), 1);
+  }
+  ~NotifyListener() {
+    unsetenv("NOTIFY_SOCKET");
+    close(fd_);
+  }
+  bool bound() const { return bound_; }
+  std::string Receive() {
+    char buf[512];
+    ssize_t n = recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+    return n < 0 ? std::string("<nothing>") : std::string(buf, static_cast<size_t>(n));
+  }
+
+ private:
+  int fd_;
+  bool bound_;
+};
+
+TEST(FsSdNotifyTest, PathSocket) {
+  char dir[] = "/tmp/walfs-notify-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/notify";
+  {
+    NotifyListener listener(path);
+    ASSERT_TRUE(listener.bound());
+    ASSERT_TRUE(SdNotify("READY=1\nSTATUS=x").ok());
+    EXPECT_EQ(listener.Receive(), "READY=1\nSTATUS=x");
+  }
+  unlink(path.c_str());
+  rmdir(dir);
+}
+
+TEST(FsSdNotifyTest, AbstractSocket) {
+  NotifyListener listener("@walfs-unit-" + std::to_string(getpid()));
+  ASSERT_TRUE(listener.bound());
+  ASSERT_TRUE(SdNotify("READY=1").ok());
+  EXPECT_EQ(listener.Receive(), "READY=1");
+}
+
+TEST(FsSdNotifyTest, UnsetIsNoOpAndBadValuesFail) {
+  unsetenv("NOTIFY_SOCKET");
+  EXPECT_TRUE(SdNotify("READY=1").ok());
+  setenv("NOTIFY_SOCKET", "relative/path", 1);
+  EXPECT_FALSE(SdNotify("READY=1").ok());
+  setenv("NOTIFY_SOCKET", "/nonexistent-dir/walfs/notify", 1);
+  EXPECT_FALSE(SdNotify("READY=1").ok());
+  unsetenv("NOTIFY_SOCKET");
+}
+
+TEST(FsPoolLockTest, SecondHolderRefused) {
+  char path[] = "/tmp/walfs-lock-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    absl::StatusOr<std::unique_ptr<PoolLock>> first = PoolLock::Acquire(path);
+    ASSERT_TRUE(first.ok()) << first.status();
+    absl::StatusOr<std::unique_ptr<PoolLock>> second = PoolLock::Acquire(path);
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_NE(second.status().message().find("is in use by another walfs"),
+              std::string::npos)
+        << second.status();
+  }
+  // Released with its holder.
+  EXPECT_TRUE(PoolLock::Acquire(path).ok());
+  unlink(path);
+  absl::StatusOr<std::unique_ptr<PoolLock>> missing = PoolLock::Acquire(path);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(core::ErrnoFromStatus(missing.status()), ENOENT);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -211,6 +212,24 @@ TEST(PmemRegionTest, NotAFileOrDevice) {
   r = OpenPmemRegion(dir.path());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find(dir.path()), std::string::npos) << r.status();
+}
+
+TEST(PmemRegionTest, CharacterDeviceMustBeDeviceDax) {
+  TempDir dir;
+  const std::string path = dir.File("null");
+  // A private node for /dev/null (1:3), mode 0600 so that the mode check passes.
+  if (::mknod(path.c_str(), S_IFCHR | 0600, makedev(1, 3)) != 0) {
+    GTEST_SKIP() << "mknod needs CAP_MKNOD: " << std::strerror(errno);
+  }
+  absl::StatusOr<std::unique_ptr<PersistentRegion>> r = OpenPmemRegion(path);
+  if (!r.ok() && r.status().code() == absl::StatusCode::kPermissionDenied) {
+    GTEST_SKIP() << "device nodes refused here (nodev mount): " << r.status();
+  }
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("is a character device but not device-DAX"),
+            std::string::npos)
+      << r.status();
 }
 
 TEST(PmemRegionTest, PermissionDenied) {

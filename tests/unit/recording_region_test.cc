@@ -354,10 +354,13 @@ TEST(RecordingRegionTest, HookRunsAtEachDrainBeforeItTakesEffect) {
   std::vector<uint64_t> points;
   std::vector<size_t> images_at_point;
   std::vector<std::string> durable_at_point;
+  std::vector<std::string> first_point_images;
   r.SetDurabilityHook([&] {
     points.push_back(r.durability_points());
     durable_at_point.push_back(r.DurableImage());
-    images_at_point.push_back(r.ForEachCrashImage(Options(), [](const std::string&) {}));
+    images_at_point.push_back(r.ForEachCrashImage(Options(), [&](const std::string& image) {
+      if (points.size() == 1) first_point_images.push_back(image);
+    }));
   });
   StoreString(r, 0, Word('x'));
   r.Flush(0, 8);  // not a durability point for pmem
@@ -371,6 +374,9 @@ TEST(RecordingRegionTest, HookRunsAtEachDrainBeforeItTakesEffect) {
   // At the first Drain 'x' was flushed but not yet durable.
   EXPECT_EQ(durable_at_point[0], std::string(256, '\0'));
   EXPECT_EQ(images_at_point[0], 2u);
+  ASSERT_EQ(first_point_images.size(), 2u);
+  EXPECT_EQ(first_point_images[0], std::string(256, '\0'));
+  EXPECT_EQ(first_point_images[1], Word('x') + std::string(248, '\0'));
   EXPECT_EQ(durable_at_point[1].substr(0, 8), Word('x'));
   EXPECT_EQ(images_at_point[1], 4u);  // subsets of {y, z}
   EXPECT_EQ(images_at_point[2], 1u);
@@ -393,6 +399,20 @@ TEST(RecordingRegionTest, HookRunsAtEachMsyncFlush) {
   r.Flush(0, 1);
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(r.DurableImage()[0], 'q');
+}
+
+TEST(RecordingRegionTest, ImageCallbackMayQueryTheRegion) {
+  RecordingRegion r(64, true);
+  StoreString(r, 0, Word('q'));
+  size_t calls = 0;
+  const size_t n = r.ForEachCrashImage([&](const std::string& image) {
+    ++calls;
+    EXPECT_EQ(r.in_flight(), 1u);
+    EXPECT_EQ(r.DurableImage(), std::string(64, '\0'));
+    EXPECT_EQ(image.size(), 64u);
+  });
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(calls, 2u);
 }
 
 TEST(RecordingRegionDeathTest, MutationFromHookAborts) {

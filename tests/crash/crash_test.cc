@@ -1,0 +1,567 @@
+// Crash-state enumeration (the Yat / Chipmunk method, in-process, no mount).
+//
+// Each scenario is a sequence of steps run on a WalDirectory over a RecordingRegion. At
+// every durability point inside a step (a drain on PMEM, an msync otherwise) the region
+// enumerates the images a power failure at that instant could leave: the durable image,
+// plus subsets of up to two in-flight stores, plus 8-byte-torn stores. Each image is
+// recovered and checked:
+//  - it opens (recovery succeeds) and fsck finds nothing wrong afterwards;
+//  - its namespace equals the model before the step or after it (atomic operations);
+//  - every file holds, byte by byte, either its last acknowledged (durable) content or
+//    its newest content, with a size from one of those: nothing acknowledged by fsync,
+//    fdatasync, fsyncdir, an O_DSYNC write, or (on PMEM) any returned write is lost;
+//  - recovering the recovered image again gives the same state (idempotent recovery).
+// The test prints how many crash states it checked.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "core/fsck.h"
+#include "core/memory_region.h"
+#include "core/recording_region.h"
+#include "core/wal_directory.h"
+
+namespace walfs::core {
+namespace {
+
+constexpr uint64_t kSegment = 1 << 20;
+constexpr uint64_t kPoolSize = 6 << 20;
+constexpr Caller kPg{105, 111};
+constexpr char kSeg1[] = "000000010000000000000001";
+constexpr char kSeg2[] = "000000010000000000000002";
+constexpr char kSeg3[] = "000000010000000000000003";
+
+// ---- The model: what the file system must contain ----------------------------------
+
+struct Node {
+  char type;  // 'f', 'd', 'l'
+  int id = 0;  // files: content identity (hard links share it)
+  std::string target;
+};
+struct Content {
+  std::string durable;  // last acknowledged
+  std::string current;  // newest written
+};
+
+class Model {
+ public:
+  explicit Model(bool pmem) : pmem_(pmem) {}
+  void Create(const std::string& p) {
+    nodes[p] = {'f', next_id_};
+    data[next_id_++] = {};
+  }
+  void Mkdir(const std::string& p) { nodes[p] = {'d'}; }
+  void Symlink(const std::string& p, const std::string& t) { nodes[p] = {'l', 0, t}; }
+  void Write(int id, uint64_t off, const std::string& bytes) {
+    auto& c = data.at(id);
+    if (c.current.size() < off + bytes.size()) c.current.resize(off + bytes.size(), '\0');
+    c.current.replace(off, bytes.size(), bytes);
+    if (pmem_) c.durable = c.current;
+  }
+  void Sync(int id) { data.at(id).durable = data.at(id).current; }
+  void Truncate(int id, uint64_t size) {
+    data.at(id).current.resize(size, '\0');
+    data.at(id).durable = data.at(id).current;  // a metadata change: durable on return
+  }
+  void Unlink(const std::string& p) { nodes.erase(p); }
+  void Link(const std::string& from, const std::string& to) { nodes[to] = nodes.at(from); }
+  void Rename(const std::string& from, const std::string& to) {
+    std::map<std::string, Node> moved;
+    for (auto it = nodes.begin(); it != nodes.end();) {
+      if (it->first == from || it->first.rfind(from + "/", 0) == 0) {
+        moved[to + it->first.substr(from.size())] = it->second;
+        it = nodes.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = nodes.begin(); it != nodes.end();) {  // a replaced target goes
+      it = (it->first == to || it->first.rfind(to + "/", 0) == 0) ? nodes.erase(it)
+                                                                   : std::next(it);
+    }
+    nodes.insert(moved.begin(), moved.end());
+  }
+  int Id(const std::string& p) const { return nodes.at(p).id; }
+
+  std::map<std::string, Node> nodes;  // "/a/b" -> node; the root is implicit
+  std::map<int, Content> data;
+
+ private:
+  bool pmem_;
+  int next_id_ = 1;
+};
+
+// ---- What a recovered pool contains ------------------------------------------------
+
+struct Seen {
+  char type;
+  uint64_t ino;
+  std::string content;  // file bytes or symlink target
+};
+using Tree = std::map<std::string, Seen>;
+
+absl::Status Walk(WalDirectory& d, InodeId dir, const std::string& prefix, Tree& out) {
+  std::vector<std::string> names;
+  absl::Status s = d.Readdir(dir, 0, [&](const DirEntry& e) {
+    if (e.name != "." && e.name != "..") names.emplace_back(e.name);
+    return true;
+  });
+  if (!s.ok()) return s;
+  for (const auto& n : names) {
+    auto a = d.Lookup(dir, n);
+    if (!a.ok()) return a.status();
+    const std::string path = prefix + "/" + n;
+    Seen seen{'f', a->ino, {}};
+    if (S_ISDIR(a->mode)) {
+      seen.type = 'd';
+      s = Walk(d, a->ino, path, out);
+      if (!s.ok()) return s;
+    } else if (S_ISLNK(a->mode)) {
+      seen.type = 'l';
+      auto t = d.Readlink(a->ino);
+      if (!t.ok()) return t.status();
+      seen.content = *t;
+    } else {
+      seen.content.resize(a->size);
+      auto r = d.Read(a->ino, 0, absl::MakeSpan(seen.content));
+      if (!r.ok()) return r.status();
+      if (*r != a->size) return absl::DataLossError(absl::StrCat(path, ": short read"));
+    }
+    out[path] = std::move(seen);
+  }
+  return absl::OkStatus();
+}
+
+bool SameNamespace(const Tree& got, const Model& m) {
+  if (got.size() != m.nodes.size()) return false;
+  std::map<int, uint64_t> id_to_ino;
+  std::map<uint64_t, int> ino_to_id;
+  for (const auto& [path, node] : m.nodes) {
+    auto it = got.find(path);
+    if (it == got.end() || it->second.type != node.type) return false;
+    if (node.type == 'l' && it->second.content != node.target) return false;
+    if (node.type == 'f') {
+      auto [a, fresh_a] = id_to_ino.emplace(node.id, it->second.ino);
+      auto [b, fresh_b] = ino_to_id.emplace(it->second.ino, node.id);
+      if (a->second != it->second.ino || b->second != node.id) return false;
+    }
+  }
+  return true;
+}
+
+std::string Describe(const Tree& t) {
+  std::string s;
+  for (const auto& [p, n] : t) absl::StrAppend(&s, p, "(", std::string(1, n.type), ") ");
+  return s;
+}
+
+// "" when `got` is a state the model allows between `before` and `after`.
+std::string Verify(const Tree& got, const Model& before, const Model& after) {
+  std::vector<const Model*> matching;
+  for (const Model* m : {&before, &after}) {
+    if (SameNamespace(got, *m)) matching.push_back(m);
+  }
+  if (matching.empty()) return "namespace is neither before nor after: " + Describe(got);
+  for (const auto& [path, seen] : got) {
+    if (seen.type != 'f') continue;
+    std::vector<const std::string*> candidates;
+    for (const Model* m : matching) {
+      const Content& c = m->data.at(m->Id(path));
+      candidates.push_back(&c.durable);
+      candidates.push_back(&c.current);
+    }
+    bool size_ok = false;
+    for (const auto* c : candidates) size_ok |= c->size() == seen.content.size();
+    if (!size_ok) {
+      return absl::StrCat(path, ": size ", seen.content.size(), " is neither acknowledged (",
+                          candidates[0]->size(), ") nor newest (", candidates[1]->size(), ")");
+    }
+    for (size_t i = 0; i < seen.content.size(); ++i) {
+      bool ok = false;
+      for (const auto* c : candidates) ok |= (i < c->size() ? (*c)[i] : '\0') == seen.content[i];
+      if (!ok) return absl::StrCat(path, ": byte ", i, " is neither old nor new");
+    }
+  }
+  return "";
+}
+
+// ---- The harness -------------------------------------------------------------------
+
+struct Context {
+  WalDirectory* dir;
+  Model* model;  // the model as it will be after the step (steps update it)
+  std::map<std::string, InodeId> handles;  // "open files": lookup references held
+  InodeId Resolve(const std::string& path) {
+    InodeId cur = kRootInode;
+    size_t pos = 1;
+    while (pos <= path.size()) {
+      const size_t slash = path.find('/', pos);
+      const std::string part =
+          path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+      auto a = dir->Lookup(cur, part);
+      EXPECT_TRUE(a.ok()) << path << ": " << a.status();
+      if (!a.ok()) return 0;
+      cur = a->ino;
+      if (slash == std::string::npos) break;
+      pos = slash + 1;
+    }
+    return cur;
+  }
+  std::pair<InodeId, std::string> Parent(const std::string& path) {
+    const size_t slash = path.rfind('/');
+    return {slash == 0 ? kRootInode : Resolve(path.substr(0, slash)), path.substr(slash + 1)};
+  }
+};
+
+struct Step {
+  std::string label;
+  std::function<void(Context&)> run;  // does the operation and updates *ctx.model
+};
+
+class CrashHarness {
+ public:
+  explicit CrashHarness(bool pmem) : pmem_(pmem) {}
+
+  // Runs `steps`, checking every crash state of every step; returns states checked.
+  uint64_t Run(const std::string& name, const std::vector<Step>& steps) {
+    auto region = std::make_unique<RecordingRegion>(FreshPool(), pmem_);
+    RecordingRegion* rec = region.get();
+    auto opened = WalDirectory::Open(std::move(region));
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    if (!opened.ok()) return 0;
+    std::unique_ptr<WalDirectory> dir = std::move(*opened);
+    Model model(pmem_);
+    uint64_t states = 0;
+    for (const Step& step : steps) {
+      Model before = model;
+      Context ctx{dir.get(), &model, handles_};
+      // The step mutates `model` as it runs, so the hook compares against the model
+      // predicted before the step runs: the step is first applied to a scratch copy.
+      Model after = model;
+      {
+        Context dry{nullptr, &after, handles_};
+        step.run(dry);
+      }
+      rec->SetDurabilityHook([&] {
+        RecordingRegion::CrashEnumOptions opts;
+        opts.max_images = 4000;
+        states += rec->ForEachCrashImage(opts, [&](const std::string& image) {
+          Check(image, before, after, name + " / " + step.label);
+        });
+      });
+      step.run(ctx);
+      rec->SetDurabilityHook({});
+      handles_ = ctx.handles;
+      // Quiescent point after the step: no store in flight may matter.
+      Check(rec->DurableImage(), model, model, name + " / after " + step.label);
+      ++states;
+      if (::testing::Test::HasFailure()) break;
+    }
+    std::printf("[ crash ] %-40s %-5s %8llu crash states checked\n", name.c_str(),
+                pmem_ ? "pmem" : "msync", static_cast<unsigned long long>(states));
+    return states;
+  }
+
+ private:
+  std::string FreshPool() {
+    MemoryRegion r(kPoolSize);
+    FormatOptions opts;
+    opts.segment_size = kSegment;
+    opts.inode_count = 32;
+    opts.region_is_zero = true;
+    EXPECT_TRUE(FormatPool(r, opts).ok());
+    return r.bytes();
+  }
+
+  static absl::StatusOr<Tree> Recover(std::string image, std::string* after_recovery) {
+    auto region = std::make_unique<MemoryRegion>(std::move(image), true);
+    MemoryRegion* raw = region.get();
+    auto dir = WalDirectory::Open(std::move(region));
+    if (!dir.ok()) return dir.status();
+    Tree t;
+    absl::Status s = Walk(**dir, kRootInode, "", t);
+    if (!s.ok()) return s;
+    if (after_recovery) *after_recovery = raw->bytes();
+    return t;
+  }
+
+  void Check(const std::string& image, const Model& before, const Model& after,
+             const std::string& where) {
+    if (::testing::Test::HasFailure()) return;  // one diagnosis is enough
+    std::string recovered;
+    auto tree = Recover(image, &recovered);
+    ASSERT_TRUE(tree.ok()) << where << ": recovery failed: " << tree.status();
+    const std::string why = Verify(*tree, before, after);
+    ASSERT_EQ(why, "") << where;
+    auto again = Recover(recovered, nullptr);
+    ASSERT_TRUE(again.ok()) << where << ": second recovery failed: " << again.status();
+    ASSERT_EQ(Describe(*again), Describe(*tree)) << where << ": recovery is not idempotent";
+    for (const auto& [p, n] : *tree) {
+      ASSERT_EQ(again->at(p).content, n.content) << where << ": " << p << " changed";
+    }
+    MemoryRegion region(recovered, true);
+    auto report = CheckPool(region, FsckOptions{});
+    ASSERT_TRUE(report.ok()) << where << ": " << report.status();
+    std::string problems;
+    for (const auto& pr : report->problems) {
+      if (pr.severity != FsckProblem::kInfo) absl::StrAppend(&problems, pr.where, ": ", pr.what, "; ");
+    }
+    ASSERT_EQ(problems, "") << where << ": fsck after recovery";
+  }
+
+  bool pmem_;
+  std::map<std::string, InodeId> handles_;
+};
+
+// ---- Operations as steps (each runs on the pool unless dry, and updates the model) --
+
+bool Dry(Context& c) { return c.dir == nullptr; }
+
+Step Create(const std::string& path) {
+  return {"create " + path, [path](Context& c) {
+            c.model->Create(path);
+            if (Dry(c)) return;
+            auto [parent, name] = c.Parent(path);
+            auto a = c.dir->Create(parent, name, 0600, kPg, true);
+            ASSERT_TRUE(a.ok()) << a.status();
+            c.handles[path] = a->ino;
+          }};
+}
+
+Step Write(const std::string& path, uint64_t off, std::string bytes, bool sync = false) {
+  return {absl::StrCat("write ", path, " @", off, "+", bytes.size(), sync ? " dsync" : ""),
+          [=](Context& c) {
+            const int id = c.model->Id(path);
+            c.model->Write(id, off, bytes);
+            if (sync) c.model->Sync(id);
+            if (Dry(c)) return;
+            auto n = c.dir->Write(c.handles.at(path), off, {bytes.data(), bytes.size()}, sync);
+            ASSERT_TRUE(n.ok()) << n.status();
+          }};
+}
+
+// PostgreSQL 15 zero-fills a new segment with 256 KiB pwritev calls; each is one
+// acknowledged write, so each is its own step.
+std::vector<Step> ZeroFill(const std::string& path, uint64_t size, uint64_t chunk) {
+  std::vector<Step> steps;
+  for (uint64_t off = 0; off < size; off += chunk) {
+    steps.push_back(Write(path, off, std::string(chunk, '\0')));
+  }
+  return steps;
+}
+
+Step Fsync(const std::string& path, bool datasync = true) {
+  return {"fsync " + path, [=](Context& c) {
+            c.model->Sync(c.model->Id(path));
+            if (Dry(c)) return;
+            ASSERT_TRUE(c.dir->Fsync(c.handles.at(path), datasync).ok());
+          }};
+}
+
+Step Rename(const std::string& from, const std::string& to, uint32_t flags = 0,
+            int expect_errno = 0) {
+  return {absl::StrCat("rename ", from, " -> ", to, flags ? " flags" : ""), [=](Context& c) {
+            if (expect_errno == 0 && (flags & kRenameExchange)) {
+              std::swap(c.model->nodes.at(from), c.model->nodes.at(to));
+            } else if (expect_errno == 0) {
+              c.model->Rename(from, to);
+            }
+            if (Dry(c)) return;
+            auto [p1, n1] = c.Parent(from);
+            auto [p2, n2] = c.Parent(to);
+            absl::Status s = c.dir->Rename(p1, n1, p2, n2, flags);
+            if (expect_errno != 0) {
+              ASSERT_FALSE(s.ok());
+            } else {
+              ASSERT_TRUE(s.ok()) << s;
+              if (flags & kRenameExchange) {
+                std::swap(c.handles[from], c.handles[to]);
+              } else if (c.handles.count(from)) {
+                c.handles[to] = c.handles[from];
+              }
+            }
+          }};
+}
+
+Step Link(const std::string& from, const std::string& to) {
+  return {"link " + from + " -> " + to, [=](Context& c) {
+            c.model->Link(from, to);
+            if (Dry(c)) return;
+            auto [p, n] = c.Parent(to);
+            auto a = c.dir->Link(c.handles.at(from), p, n);
+            ASSERT_TRUE(a.ok()) << a.status();
+            c.handles[to] = a->ino;
+          }};
+}
+
+Step Unlink(const std::string& path) {
+  return {"unlink " + path, [=](Context& c) {
+            c.model->Unlink(path);
+            if (Dry(c)) return;
+            auto [p, n] = c.Parent(path);
+            ASSERT_TRUE(c.dir->Unlink(p, n).ok());
+          }};
+}
+
+// Drops every lookup reference on `path`'s inode: the last close of an open file.
+Step Close(const std::string& path) {
+  return {"close " + path, [=](Context& c) {
+            if (Dry(c)) return;
+            const InodeId ino = c.handles.at(path);
+            c.dir->Forget(ino, 1000);
+            for (auto it = c.handles.begin(); it != c.handles.end();) {
+              it = it->second == ino ? c.handles.erase(it) : std::next(it);
+            }
+          }};
+}
+
+Step Truncate(const std::string& path, uint64_t size) {
+  return {absl::StrCat("truncate ", path, " ", size), [=](Context& c) {
+            c.model->Truncate(c.model->Id(path), size);
+            if (Dry(c)) return;
+            SetattrRequest r;
+            r.size = size;
+            ASSERT_TRUE(c.dir->Setattr(c.handles.at(path), r).ok());
+          }};
+}
+
+Step Mkdir(const std::string& path) {
+  return {"mkdir " + path, [=](Context& c) {
+            c.model->Mkdir(path);
+            if (Dry(c)) return;
+            auto [p, n] = c.Parent(path);
+            ASSERT_TRUE(c.dir->Mkdir(p, n, 0700, kPg).ok());
+          }};
+}
+
+Step Rmdir(const std::string& path) {
+  return {"rmdir " + path, [=](Context& c) {
+            c.model->Unlink(path);
+            if (Dry(c)) return;
+            auto [p, n] = c.Parent(path);
+            ASSERT_TRUE(c.dir->Rmdir(p, n).ok());
+          }};
+}
+
+Step Symlink(const std::string& path, const std::string& target) {
+  return {"symlink " + path, [=](Context& c) {
+            c.model->Symlink(path, target);
+            if (Dry(c)) return;
+            auto [p, n] = c.Parent(path);
+            ASSERT_TRUE(c.dir->Symlink(p, n, target, kPg).ok());
+          }};
+}
+
+Step FsyncDir(const std::string& path) {
+  return {"fsyncdir " + path, [=](Context& c) {
+            if (Dry(c)) return;
+            ASSERT_TRUE(c.dir->FsyncDir(path == "/" ? kRootInode : c.Resolve(path)).ok());
+          }};
+}
+
+std::string Pattern(size_t n, char seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + i % 13);
+  return s;
+}
+
+// PostgreSQL's XLogFileInitInternal + durable_rename (POSTGRES_CONTRACT.md §2, §3).
+std::vector<Step> InstallSegment(const std::string& tmp, const std::string& seg) {
+  std::vector<Step> steps = {Create(tmp)};
+  for (auto& z : ZeroFill(tmp, kSegment, 256 << 10)) steps.push_back(std::move(z));
+  for (auto& z : {Fsync(tmp, false), Rename(tmp, seg), Fsync(seg, false), FsyncDir("/")}) {
+    steps.push_back(z);
+  }
+  return steps;
+}
+
+std::vector<Step> Concat(std::vector<std::vector<Step>> parts) {
+  std::vector<Step> all;
+  for (auto& p : parts) all.insert(all.end(), p.begin(), p.end());
+  return all;
+}
+
+std::map<std::string, std::vector<Step>> Scenarios() {
+  std::map<std::string, std::vector<Step>> s;
+  s["create_write_fsync"] = {Create("/00000002.history"),
+                             Write("/00000002.history", 0, Pattern(3000, 'a')),
+                             Fsync("/00000002.history")};
+  s["zero_fill_fsync_rename_over_existing"] = Concat(
+      {{Create(std::string("/") + kSeg1), Write(std::string("/") + kSeg1, 0, Pattern(9000, 'o')),
+        Fsync(std::string("/") + kSeg1)},
+       InstallSegment("/xlogtemp.77", std::string("/") + kSeg1)});
+  s["rename_noreplace"] = {Create("/a"), Write("/a", 0, "A"), Create("/b"),
+                           Rename("/a", "/b", kRenameNoReplace, EEXIST),
+                           Rename("/a", "/c", kRenameNoReplace),
+                           Rename("/b", "/c", kRenameExchange)};
+  s["link_unlink"] = {Create("/xlogtemp.5"), Write("/xlogtemp.5", 0, Pattern(5000, 'l')),
+                      Fsync("/xlogtemp.5"), Link("/xlogtemp.5", std::string("/") + kSeg2),
+                      Unlink("/xlogtemp.5")};
+  s["unlink_open_file_then_close"] = {
+      Create(std::string("/") + kSeg2), Write(std::string("/") + kSeg2, 0, Pattern(6000, 'u')),
+      Fsync(std::string("/") + kSeg2), Unlink(std::string("/") + kSeg2),
+      Close(std::string("/") + kSeg2)};
+  s["truncate_grow_shrink"] = {Create("/t"), Write("/t", 0, Pattern(10000, 't')), Fsync("/t"),
+                               Truncate("/t", 30000), Truncate("/t", 100),
+                               Truncate("/t", 5000), Write("/t", 4000, "tail", true)};
+  s["mkdir_rmdir"] = {Mkdir("/archive_status"), Create("/archive_status/x.ready"),
+                      Rename("/archive_status/x.ready", "/archive_status/x.done"),
+                      FsyncDir("/archive_status"), Unlink("/archive_status/x.done"),
+                      Rmdir("/archive_status"), Symlink("/s", "target")};
+  s["segment_allocation_init_zero_off"] = {Create("/xlogtemp.9"),
+                                           Write("/xlogtemp.9", kSegment - 1, std::string(1, '\0')),
+                                           Fsync("/xlogtemp.9"),
+                                           Rename("/xlogtemp.9", std::string("/") + kSeg3)};
+  // Segment install, WAL writes with the partial page rewritten in place, archiving and
+  // recycling by rename.
+  const std::string s1 = std::string("/") + kSeg1;
+  const std::string s2 = std::string("/") + kSeg2;
+  const std::string s3 = std::string("/") + kSeg3;
+  s["postgres_segment_lifecycle"] = Concat(
+      {{Mkdir("/archive_status")},
+       InstallSegment("/xlogtemp.100", s1),
+       {Write(s1, 0, Pattern(8192, 'p')), Fsync(s1),
+        Write(s1, 8192, Pattern(100, 'q')), Fsync(s1),
+        Write(s1, 8192, Pattern(900, 'q')), Fsync(s1),
+        Write(s1, 8192, Pattern(8192, 'q'), true)},
+       InstallSegment("/xlogtemp.101", s2),
+       {Create("/archive_status/" + std::string(kSeg1) + ".ready"),
+        Rename("/archive_status/" + std::string(kSeg1) + ".ready",
+               "/archive_status/" + std::string(kSeg1) + ".done"),
+        FsyncDir("/archive_status"), Fsync(s1), Rename(s1, s3), FsyncDir("/"),
+        Unlink("/archive_status/" + std::string(kSeg1) + ".done"), FsyncDir("/archive_status"),
+        Write(s2, 0, Pattern(8192, 'r')), Fsync(s2), Unlink(s3), FsyncDir("/")}});
+  return s;
+}
+
+class CrashTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(CrashTest, EveryCrashStateRecoversToOldOrNew) {
+  const auto& [name, pmem] = GetParam();
+  CrashHarness harness(pmem);
+  const uint64_t states = harness.Run(name, Scenarios().at(name));
+  EXPECT_GT(states, 0u);
+  ::testing::Test::RecordProperty("crash_states", static_cast<int>(states));
+}
+
+std::vector<std::string> ScenarioNames() {
+  std::vector<std::string> names;
+  for (const auto& [n, steps] : Scenarios()) names.push_back(n);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, CrashTest, ::testing::Combine(::testing::ValuesIn(ScenarioNames()), ::testing::Bool()),
+    [](const auto& info) {
+      return std::get<0>(info.param) + (std::get<1>(info.param) ? "_pmem" : "_msync");
+    });
+
+}  // namespace
+}  // namespace walfs::core

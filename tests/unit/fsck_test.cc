@@ -613,7 +613,7 @@ TEST(FsckTest, ModeTypeMismatchIsAnError) {
 // the bytes, the checker terminates, and a repair never makes a later check crash.
 TEST(FsckTest, RandomDamageNeverCrashes) {
   std::mt19937_64 rng(42);
-  for (int round = 0; round < 150; ++round) {
+  for (int round = 0; round < 300; ++round) {
     HandPool pool;
     pool.Populate();
     const int edits = 1 + static_cast<int>(rng() % 6);
@@ -630,7 +630,26 @@ TEST(FsckTest, RandomDamageNeverCrashes) {
       uint32_t crc = RecordCrc(pool.bytes().data() + base, size);
       std::memcpy(pool.bytes().data() + base, &crc, 4);
     }
-    if (rng() % 4 == 0) {
+    if (rng() % 3 == 0) {
+      // A committed transaction of random images, some on record boundaries.
+      std::vector<std::pair<uint64_t, std::string>> entries;
+      const int n = 1 + static_cast<int>(rng() % 4);
+      for (int e = 0; e < n; ++e) {
+        const bool inode = rng() % 2 == 0;
+        const uint64_t size = inode ? f::kInodeSize : f::kDirentSize;
+        std::string image(size, '\0');
+        for (size_t i = 4 + rng() % size; i < size; i += 1 + rng() % 64) {
+          image[i] = static_cast<char>(rng());
+        }
+        const uint32_t crc = RecordCrc(image.data(), size);
+        std::memcpy(image.data(), &crc, 4);
+        uint64_t target = inode ? pool.InodeOffset(rng() % kInodes)
+                                : pool.DirentOffset(rng() % kDirents);
+        if (rng() % 8 == 0) target += rng() % 64;
+        entries.emplace_back(target, std::move(image));
+      }
+      pool.WriteJournal(rng() % 100, entries);
+    } else if (rng() % 4 == 0) {
       std::string garbage(256, '\0');
       for (char& c : garbage) c = static_cast<char>(rng());
       std::memcpy(pool.bytes().data() + pool.sb().journal_offset, garbage.data(), garbage.size());

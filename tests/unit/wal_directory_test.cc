@@ -532,3 +532,36 @@ TEST(WalDirectoryConcurrency, ParallelWritersAndNamespaceChanges) {
 
 }  // namespace
 }  // namespace walfs::core
+
+namespace walfs::core {
+namespace {
+
+TEST(FormatPool, RootOwnerAndModeAreConfigurable) {
+  MemoryRegion region(32 << 20);
+  FormatOptions opts;
+  opts.segment_size = testing::kTestSegment;
+  opts.root_uid = 105;
+  opts.root_gid = 111;
+  opts.root_mode = 0700;
+  ASSERT_TRUE(FormatPool(region, opts).ok());
+  auto dir = testing::OpenImage(region.bytes());
+  auto root = dir->GetAttr(kRootInode);
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root->uid, 105u);
+  EXPECT_EQ(root->gid, 111u);
+  EXPECT_EQ(root->mode, S_IFDIR | 0700u);
+}
+
+TEST(FormatPool, RejectsBadGeometry) {
+  MemoryRegion region(32 << 20);
+  FormatOptions opts;
+  opts.segment_size = 3 << 20;
+  EXPECT_EQ(FormatPool(region, opts).code(), absl::StatusCode::kInvalidArgument);
+  opts.segment_size = 64 << 20;  // larger than the pool
+  auto s = FormatPool(region, opts);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("too small"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace walfs::core

@@ -206,7 +206,7 @@ class Checker {
     CheckLinkCounts();
     CheckOverlaps();
     ReclaimOrphans();
-    CheckFileTails();
+    if (options_.scan_data) CheckFileTails();
     CheckFreeSpace();
     FillCounts();
     if (options_.list_files) ListFiles();
@@ -950,11 +950,11 @@ class Checker {
     };
     uint64_t cursor = 0, used = 0;
     for (const auto& [begin, end] : used_runs_) {
-      if (begin > cursor) scan_gap(cursor, begin);
+      if (begin > cursor && options_.scan_data) scan_gap(cursor, begin);
       used += end - begin;
       cursor = end;
     }
-    if (cursor < sb_.data_blocks) scan_gap(cursor, sb_.data_blocks);
+    if (cursor < sb_.data_blocks && options_.scan_data) scan_gap(cursor, sb_.data_blocks);
     if (runs > kMaxListed) {
       Add(Severity::kError, "data blocks",
           absl::StrCat(runs - kMaxListed, " more runs (", unlisted_blocks,

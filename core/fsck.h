@@ -50,6 +50,10 @@ struct FsckOptions {
   // corrupt (bad crc, state or type), marked `damaged`: best-effort salvage for
   // walfsctl export --salvage. Never affects checking or repair.
   bool salvage = false;
+  // Read every data block not owned by a file, and every byte past a file's end, to
+  // check that they are zero. Off for walfsctl inspect/export, which want the metadata
+  // of a large pool fast; on for fsck.
+  bool scan_data = true;
 };
 
 struct FsckProblem {

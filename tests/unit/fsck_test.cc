@@ -477,6 +477,20 @@ TEST(FsckTest, NonZeroFreeSpaceIsZeroed) {
   EXPECT_EQ(pool.bytes()[pool.BlockOffset(0)], 'x');  // owned data kept
 }
 
+TEST(FsckTest, MetadataOnlyCheckSkipsTheDataArea) {
+  HandPool pool;
+  pool.Populate();
+  pool.FillBlocks(100, 3, 'z');
+  pool.bytes()[pool.BlockOffset(0) + 20000] = 'y';
+  FsckOptions options;
+  options.scan_data = false;
+  absl::StatusOr<FsckReport> r = CheckPool(pool.region(), options);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->problems.empty()) << Describe(*r);
+  EXPECT_EQ(r->blocks_used, 9u);
+  EXPECT_EQ(Check(pool.region()).problems.size(), 2u);
+}
+
 TEST(FsckTest, NonZeroBytesPastEndOfFileAreZeroed) {
   HandPool pool;
   pool.Populate();

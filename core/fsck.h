@@ -26,7 +26,7 @@
 // the pool is checked again until a pass repairs nothing; the report keeps every problem
 // found, with what is left unrepaired.
 //
-// The pool must not be in use (mounted) while it is checked.
+// The pool must not be in use (mounted) while it is checked: tools hold a PoolClaim.
 #ifndef WALFS_CORE_FSCK_H_
 #define WALFS_CORE_FSCK_H_
 
@@ -44,7 +44,7 @@ namespace walfs::core {
 
 struct FsckOptions {
   bool repair = false;
-  // Fill FsckReport::files with every inode reachable from the root (walfsctl inspect).
+  // Fill FsckReport::files_list with every inode reachable from the root (inspect).
   bool list_files = false;
   // With list_files, also list what entries lead to through inodes whose record is
   // corrupt (bad crc, state or type), marked `damaged`: best-effort salvage for

@@ -19,7 +19,8 @@
 // Repair (FsckOptions::repair) fixes only what has one safe answer, and marks each such
 // problem `repaired`: a bad superblock copy from the good one, replaying (or discarding
 // an invalid) journal transaction, dirents naming free inodes or the root, dirent types,
-// link counts, orphans (data zeroed, then the inode freed), non-zero free space and
+// link counts, live inodes no entry names (given a name "#<ino>" in the root, as
+// lost+found), orphans (data zeroed, then the inode freed), non-zero free space and
 // non-zero bytes past a file's end. Record changes go through the pool's journal exactly
 // as the file system writes them (images, header, persist, then home copies, persist),
 // so a crash during a repair leaves a pool that recovery completes. After repairing,

@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "core/format.h"
+#include "core/fsck.h"
+#include "core/memory_region.h"
 #include "core/status.h"
 #include "tests/unit/test_pool.h"
 
@@ -59,6 +61,17 @@ class WalDirectoryTest : public ::testing::Test {
     dir_.reset();
     dir_ = OpenImage(std::move(image), pmem, &bytes_);
     ASSERT_NE(dir_, nullptr);
+  }
+  // Every test leaves a pool that closes cleanly and that fsck finds nothing wrong with.
+  void TearDown() override {
+    if (dir_ == nullptr) return;
+    ASSERT_TRUE(dir_->Close().ok());
+    MemoryRegion region(*bytes_);
+    auto report = CheckPool(region, FsckOptions{});
+    ASSERT_TRUE(report.ok()) << report.status();
+    for (const auto& p : report->problems) {
+      EXPECT_EQ(p.severity, FsckProblem::kInfo) << p.where << ": " << p.what;
+    }
   }
   std::unique_ptr<WalDirectory> dir_;
   std::string* bytes_ = nullptr;

@@ -172,7 +172,7 @@ log "walfsctl inspect"
 expect_rc 0 "$WALFSCTL" inspect "$W/a.pool"
 expect_out "capacity"
 expect_out "96.00 MiB"
-expect_out "check       clean"
+expect_out "check       metadata clean"
 expect_rc 0 "$WALFSCTL" inspect --json "$W/a.pool"
 expect_out '"clean":true'
 expect_out '"files":\[{"path":"/","ino":1,"type":"directory"'

@@ -206,7 +206,7 @@ class Checker {
     CheckLinkCounts();
     CheckOverlaps();
     ReclaimOrphans();
-    CheckFileTails();
+    if (options_.scan_data) CheckFileTails();
     CheckFreeSpace();
     FillCounts();
     if (options_.list_files) ListFiles();
@@ -728,7 +728,8 @@ class Checker {
 
     reachable_.assign(inodes_.size(), false);
     const InodeInfo& root = inodes_[format::kRootInode];
-    if (root.slot == Slot::kLive && root.type == InodeType::kDirectory) {
+    root_reachable_ = root.slot == Slot::kLive && root.type == InodeType::kDirectory;
+    if (root_reachable_) {
       std::deque<uint64_t> queue{format::kRootInode};
       reachable_[format::kRootInode] = true;
       while (!queue.empty()) {
@@ -773,19 +774,61 @@ class Checker {
       for (uint64_t c : chain) walked[c] = true;
     }
 
-    size_t unreachable = 0;
+    size_t unreachable = 0, unlisted_fixed = 0;
     for (uint64_t ino = 2; ino < inodes_.size(); ++ino) {
       if (inodes_[ino].slot != Slot::kLive || reachable_[ino]) continue;
+      // An inode no entry names at all (when every entry could be read) gets one in the
+      // root, as e2fsck's lost+found: its data stays, and a human decides. One named
+      // from elsewhere (a cycle) keeps its names: moving it would guess.
+      const bool repairable = dirents_trusted_ && inodes_[ino].names == 0 &&
+                              root_reachable_;
+      std::string fixed_as;
+      if (options_.repair && repairable) fixed_as = Reattach(ino);
       if (++unreachable <= kMaxListed) {
         Add(Severity::kError, absl::StrCat("inode ", ino),
             absl::StrCat("live ", TypeName(inodes_[ino].type),
-                         " is not reachable from the root directory"));
+                         " is not reachable from the root directory",
+                         fixed_as.empty() ? "" : "; reattached as /" + fixed_as),
+            repairable, !fixed_as.empty());
+      } else if (!fixed_as.empty()) {
+        ++unlisted_fixed;
       }
     }
     if (unreachable > kMaxListed) {
       Add(Severity::kError, "inodes",
-          absl::StrCat(unreachable - kMaxListed, " more live inodes are not reachable"));
+          absl::StrCat(unreachable - kMaxListed, " more live inodes are not reachable",
+                       unlisted_fixed ? absl::StrCat("; ", unlisted_fixed, " reattached") : ""),
+          unlisted_fixed > 0, unlisted_fixed > 0);
     }
+  }
+
+  // Names `ino` "#<ino>" (or "#<ino>.<n>" if taken) in the root directory; returns the
+  // name, or empty when no dirent slot is free. Link counts follow in the next pass.
+  std::string Reattach(uint64_t ino) {
+    if (!root_names_built_) {
+      root_names_built_ = true;
+      for (const Link& l : links_) {
+        if (l.parent == format::kRootInode) root_names_.insert(l.name);
+      }
+    }
+    std::string name = absl::StrCat("#", ino);
+    for (int n = 1; root_names_.contains(name); ++n) name = absl::StrCat("#", ino, ".", n);
+    while (free_dirent_cursor_ < sb_.dirent_count &&
+           !IsZeroRecord(ReadDirent(free_dirent_cursor_))) {
+      ++free_dirent_cursor_;
+    }
+    if (free_dirent_cursor_ >= sb_.dirent_count) return "";
+    DirentRecord d{};
+    d.in_use = 1;
+    d.type = inodes_[ino].type;
+    d.name_length = static_cast<uint16_t>(name.size());
+    d.parent = format::kRootInode;
+    d.child = ino;
+    std::memcpy(d.name, name.data(), name.size());
+    d.crc = RecordCrc(&d, sizeof(d));
+    CommitRecord(DirentOffset(free_dirent_cursor_++), &d, sizeof(d));
+    root_names_.insert(name);
+    return name;
   }
 
   // ---- Link counts -----------------------------------------------------------------
@@ -950,11 +993,11 @@ class Checker {
     };
     uint64_t cursor = 0, used = 0;
     for (const auto& [begin, end] : used_runs_) {
-      if (begin > cursor) scan_gap(cursor, begin);
+      if (begin > cursor && options_.scan_data) scan_gap(cursor, begin);
       used += end - begin;
       cursor = end;
     }
-    if (cursor < sb_.data_blocks) scan_gap(cursor, sb_.data_blocks);
+    if (cursor < sb_.data_blocks && options_.scan_data) scan_gap(cursor, sb_.data_blocks);
     if (runs > kMaxListed) {
       Add(Severity::kError, "data blocks",
           absl::StrCat(runs - kMaxListed, " more runs (", unlisted_blocks,
@@ -1030,6 +1073,10 @@ class Checker {
   std::vector<Link> salvage_links_;  // with options_.salvage: entries through corrupt inodes
   absl::flat_hash_map<uint64_t, std::vector<size_t>> children_;  // dir -> links_ indices
   std::vector<bool> reachable_;
+  bool root_reachable_ = false;            // the root is a live directory
+  bool root_names_built_ = false;
+  absl::flat_hash_set<std::string> root_names_;  // names in the root, for Reattach
+  uint64_t free_dirent_cursor_ = 0;        // no free dirent slot below it
   bool dirents_trusted_ = true;  // every used dirent was readable and consistent
   uint64_t dirents_used_ = 0;
   uint64_t blocks_used_ = 0;

@@ -19,14 +19,15 @@
 // Repair (FsckOptions::repair) fixes only what has one safe answer, and marks each such
 // problem `repaired`: a bad superblock copy from the good one, replaying (or discarding
 // an invalid) journal transaction, dirents naming free inodes or the root, dirent types,
-// link counts, orphans (data zeroed, then the inode freed), non-zero free space and
+// link counts, live inodes no entry names (given a name "#<ino>" in the root, as
+// lost+found), orphans (data zeroed, then the inode freed), non-zero free space and
 // non-zero bytes past a file's end. Record changes go through the pool's journal exactly
 // as the file system writes them (images, header, persist, then home copies, persist),
 // so a crash during a repair leaves a pool that recovery completes. After repairing,
 // the pool is checked again until a pass repairs nothing; the report keeps every problem
 // found, with what is left unrepaired.
 //
-// The pool must not be in use (mounted) while it is checked.
+// The pool must not be in use (mounted) while it is checked: tools hold a PoolClaim.
 #ifndef WALFS_CORE_FSCK_H_
 #define WALFS_CORE_FSCK_H_
 
@@ -44,12 +45,16 @@ namespace walfs::core {
 
 struct FsckOptions {
   bool repair = false;
-  // Fill FsckReport::files with every inode reachable from the root (walfsctl inspect).
+  // Fill FsckReport::files_list with every inode reachable from the root (inspect).
   bool list_files = false;
   // With list_files, also list what entries lead to through inodes whose record is
   // corrupt (bad crc, state or type), marked `damaged`: best-effort salvage for
   // walfsctl export --salvage. Never affects checking or repair.
   bool salvage = false;
+  // Read every data block not owned by a file, and every byte past a file's end, to
+  // check that they are zero. Off for walfsctl inspect/export, which want the metadata
+  // of a large pool fast; on for fsck.
+  bool scan_data = true;
 };
 
 struct FsckProblem {

@@ -135,7 +135,9 @@ absl::Status FormatPool(PersistentRegion& region, const FormatOptions& options) 
   root.state = format::InodeState::kLive;
   root.type = format::InodeType::kDirectory;
   root.generation = 1;
-  root.mode = 040755;
+  root.mode = 040000 | (options.root_mode & 07777);
+  root.uid = options.root_uid;
+  root.gid = options.root_gid;
   root.nlink = 2;
   root.atime_ns = root.mtime_ns = root.ctime_ns = now;
   root.crc = RecordCrc(&root, sizeof(root));

@@ -189,6 +189,11 @@ struct FormatOptions {
   std::function<void(uint64_t, uint64_t)> progress;
   // Skip zeroing: the caller knows the region already reads as zeros (a new file).
   bool region_is_zero = false;
+  // Owner and permission bits of the root directory (the mount point's attributes), so a
+  // pool made for PostgreSQL can be owned by postgres from the start.
+  uint32_t root_uid = 0;
+  uint32_t root_gid = 0;
+  uint32_t root_mode = 0755;
 };
 absl::Status FormatPool(PersistentRegion& region, const FormatOptions& options);
 

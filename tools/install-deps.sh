@@ -11,6 +11,7 @@ PACKAGES=(
   postgresql-15 postgresql-contrib          # a real PostgreSQL 15 for integration tests
   clang libclang-rt-14-dev                  # libFuzzer target
   procps psmisc util-linux                  # ps/pkill, fuser, mount/findmnt for tests
+  python3 file groff-base systemd           # test helpers, man page and unit checks
 )
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps.sh: run as root (it calls apt-get)" >&2

@@ -3,6 +3,8 @@
 // Exit status: 0 on success, 1 on any error (usage errors print the usage too).
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -40,6 +43,9 @@ constexpr char kUsage[] =
     "  -S, --segment-size SIZE  extent given to each WAL segment file: a power of two\n"
     "                           from 1M to 1G (default 16M); match initdb --wal-segsize\n"
     "  -i, --inodes N           inode table size (default: one per 64 KiB, at least 64)\n"
+    "  -o, --owner USER[:GROUP] owner of the pool file and of the mount root, so the\n"
+    "                           daemon and PostgreSQL can run as that user (e.g.\n"
+    "                           postgres:postgres); names or numbers. Default: root\n"
     "  -f, --force              overwrite an existing pool or a non-empty file\n"
     "  -q, --quiet              print nothing on success\n"
     "  -h, --help               show this help\n"
@@ -162,11 +168,46 @@ class ProgressBar {
   int last_percent_ = -1;
 };
 
+// "postgres", "postgres:postgres", "105:111": the user's primary group when none is given.
+std::optional<std::pair<uid_t, gid_t>> ParseOwner(const std::string& text) {
+  const size_t colon = text.find(':');
+  const std::string user = text.substr(0, colon);
+  const std::string group_name = colon == std::string::npos ? "" : text.substr(colon + 1);
+  if (user.empty()) return std::nullopt;
+  uid_t uid;
+  gid_t gid;
+  std::optional<gid_t> primary;
+  if (const passwd* pw = getpwnam(user.c_str())) {
+    uid = pw->pw_uid;
+    primary = pw->pw_gid;
+  } else if (uint32_t n; absl::SimpleAtoi(user, &n)) {
+    uid = n;
+  } else {
+    return std::nullopt;
+  }
+  if (group_name.empty()) {
+    if (!primary) {
+      const passwd* pw = getpwuid(uid);
+      if (pw == nullptr) return std::nullopt;
+      primary = pw->pw_gid;
+    }
+    gid = *primary;
+  } else if (const struct group* gr = getgrnam(group_name.c_str())) {
+    gid = gr->gr_gid;
+  } else if (uint32_t n; absl::SimpleAtoi(group_name, &n)) {
+    gid = n;
+  } else {
+    return std::nullopt;
+  }
+  return std::make_pair(uid, gid);
+}
+
 struct Args {
   std::string pool;
   std::optional<uint64_t> size;
   uint64_t segment_size = f::kDefaultSegmentSize;
   uint64_t inodes = 0;
+  std::optional<std::pair<uid_t, gid_t>> owner;
   bool force = false;
   bool quiet = false;
 };
@@ -176,6 +217,7 @@ int Run(int argc, char** argv) {
       {"size", required_argument, nullptr, 's'},
       {"segment-size", required_argument, nullptr, 'S'},
       {"inodes", required_argument, nullptr, 'i'},
+      {"owner", required_argument, nullptr, 'o'},
       {"force", no_argument, nullptr, 'f'},
       {"quiet", no_argument, nullptr, 'q'},
       {"help", no_argument, nullptr, 'h'},
@@ -184,7 +226,7 @@ int Run(int argc, char** argv) {
   Args args;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":s:S:i:fqh", kOptions, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":s:S:i:o:fqh", kOptions, nullptr)) != -1) {
     switch (c) {
       case 's': {
         args.size = ParseSize(optarg);
@@ -208,6 +250,14 @@ int Run(int argc, char** argv) {
           return UsageError(absl::StrCat("bad inode count \"", optarg, "\""));
         }
         break;
+      case 'o': {
+        args.owner = ParseOwner(optarg);
+        if (!args.owner) {
+          return UsageError(absl::StrCat("bad owner \"", optarg,
+                                         "\": want USER[:GROUP], names or numbers"));
+        }
+        break;
+      }
       case 'f': args.force = true; break;
       case 'q': args.quiet = true; break;
       case 'h': std::fputs(kUsage, stdout); return 0;
@@ -223,6 +273,10 @@ int Run(int argc, char** argv) {
   core::FormatOptions format_options;
   format_options.segment_size = args.segment_size;
   format_options.inode_count = args.inodes;
+  if (args.owner) {
+    format_options.root_uid = args.owner->first;
+    format_options.root_gid = args.owner->second;
+  }
 
   struct stat st;
   bool create = false;
@@ -320,6 +374,12 @@ int Run(int argc, char** argv) {
     region->reset();
     if (create) unlink(args.pool.c_str());
     return Fail(absl::StrCat("cannot format ", args.pool, ": ", s.message()));
+  }
+
+  // The pool file follows the mount root's owner, so a daemon run as that user opens it.
+  if (args.owner && !S_ISCHR(st.st_mode) &&
+      chown(args.pool.c_str(), args.owner->first, args.owner->second) != 0) {
+    return Fail(absl::StrCat("formatted ", args.pool, " but cannot chown it: ", strerror(errno)));
   }
 
   f::Superblock sb;

@@ -124,6 +124,7 @@ absl::StatusOr<OpenedPool> OpenAndList(const std::string& path, bool salvage = f
   core::FsckOptions options;
   options.list_files = true;
   options.salvage = salvage;
+  options.scan_data = false;  // metadata only: fsck.walfs reads the free space
   absl::StatusOr<core::FsckReport> report = core::CheckPool(**region, options);
   if (!report.ok()) return report.status();
   return OpenedPool{claim.ok() ? *std::move(claim) : nullptr, *std::move(region),
@@ -188,9 +189,9 @@ int Inspect(const std::string& pool, bool json) {
   const size_t warnings = r.Count(core::FsckProblem::kWarning, false);
   std::printf("check       %s\n",
               errors + warnings == 0
-                  ? "clean"
+                  ? "metadata clean (fsck.walfs also checks the data area)"
                   : absl::StrCat(errors, " error(s), ", warnings,
-                                 " warning(s); run fsck.walfs for details")
+                                 " warning(s) in metadata; run fsck.walfs for details")
                         .c_str());
   std::printf("\n%-40s %-7s %12s %5s %6s %6s %5s  %s\n", "PATH", "TYPE", "SIZE", "MODE", "UID",
               "GID", "NLINK", "EXTENTS (block+count) / TARGET");

@@ -89,6 +89,15 @@ expect_rc 1 "$MKFS" "$W/empty.pool"
 expect_err "size is required"
 expect_rc 0 "$MKFS" --size 64M "$W/empty.pool"
 expect_rc 0 "$MKFS" --force "$W/a.pool"
+
+# --owner: the pool file and the mount root belong to that user (numbers or names).
+expect_rc 0 "$MKFS" -q --size 64M --owner 4321:8765 "$W/owned.pool"
+[ "$(stat -c %u:%g "$W/owned.pool")" = 4321:8765 ] || fail "pool file not chowned by --owner"
+expect_rc 0 "$WALFSCTL" inspect "$W/owned.pool"
+grep -E '^/ +dir .* 4321 +8765 ' "$OUT" >/dev/null || { cat "$OUT" >&2; fail "root not owned by --owner"; }
+expect_rc 1 "$MKFS" -q --size 64M --owner no-such-user-here "$W/badowner.pool"
+expect_err "bad owner"
+[ ! -e "$W/badowner.pool" ] || fail "a refused mkfs left a pool file"
 expect_rc 0 "$MKFS" --force --size 96M "$W/a.pool"
 [ "$(file_size "$W/a.pool")" = $((96 << 20)) ] || fail "--size did not resize an existing file"
 chmod 0400 "$W/empty.pool"
@@ -172,7 +181,7 @@ log "walfsctl inspect"
 expect_rc 0 "$WALFSCTL" inspect "$W/a.pool"
 expect_out "capacity"
 expect_out "96.00 MiB"
-expect_out "check       clean"
+expect_out "check       metadata clean"
 expect_rc 0 "$WALFSCTL" inspect --json "$W/a.pool"
 expect_out '"clean":true'
 expect_out '"files":\[{"path":"/","ino":1,"type":"directory"'

@@ -477,6 +477,20 @@ TEST(FsckTest, NonZeroFreeSpaceIsZeroed) {
   EXPECT_EQ(pool.bytes()[pool.BlockOffset(0)], 'x');  // owned data kept
 }
 
+TEST(FsckTest, MetadataOnlyCheckSkipsTheDataArea) {
+  HandPool pool;
+  pool.Populate();
+  pool.FillBlocks(100, 3, 'z');
+  pool.bytes()[pool.BlockOffset(0) + 20000] = 'y';
+  FsckOptions options;
+  options.scan_data = false;
+  absl::StatusOr<FsckReport> r = CheckPool(pool.region(), options);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->problems.empty()) << Describe(*r);
+  EXPECT_EQ(r->blocks_used, 9u);
+  EXPECT_EQ(Check(pool.region()).problems.size(), 2u);
+}
+
 TEST(FsckTest, NonZeroBytesPastEndOfFileAreZeroed) {
   HandPool pool;
   pool.Populate();
@@ -574,14 +588,33 @@ TEST(FsckTest, OrphanIsReclaimed) {
   EXPECT_EQ(pool.GetInode(9).state, f::InodeState::kFree);
 }
 
-TEST(FsckTest, UnreachableFileIsAnError) {
+TEST(FsckTest, UnreachableFileIsReattachedToTheRoot) {
   HandPool pool;
   pool.Populate();
-  pool.SetInode(12, HandPool::MakeInode(f::InodeType::kRegular, 1, 0, {}));
+  pool.SetInode(12, HandPool::MakeInode(f::InodeType::kRegular, 1, 4096, {{30, 1}}));
+  pool.FillBlocks(30, 1, 'k');
+  pool.SetInode(13, HandPool::MakeInode(f::InodeType::kDirectory, 2, 0, {}));
+  ExpectRepairable(pool, "is not reachable from the root directory", FsckProblem::kError);
   FsckReport r = Check(pool.region());
-  const FsckProblem* p = Find(r, "inode 12");
+  std::vector<std::string> paths;
+  for (const FsckFile& file : r.files_list) paths.push_back(file.path);
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "/#12"), paths.end());
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "/#13"), paths.end());
+  EXPECT_EQ(pool.bytes()[pool.BlockOffset(30)], 'k');  // data kept
+  EXPECT_EQ(pool.GetInode(1).nlink, 4u);               // root gained a subdirectory
+}
+
+TEST(FsckTest, DirectoryCycleIsNotMoved) {
+  HandPool pool;
+  pool.SetInode(10, HandPool::MakeInode(f::InodeType::kDirectory, 3, 0, {}));
+  pool.SetInode(11, HandPool::MakeInode(f::InodeType::kDirectory, 3, 0, {}));
+  pool.SetDirent(10, HandPool::MakeDirent(10, 11, "b", f::InodeType::kDirectory));
+  pool.SetDirent(11, HandPool::MakeDirent(11, 10, "a", f::InodeType::kDirectory));
+  FsckReport r = Check(pool.region(), true);
+  const FsckProblem* p = Find(r, "not reachable");
   ASSERT_NE(p, nullptr) << Describe(r);
-  EXPECT_NE(p->what.find("not reachable"), std::string::npos);
+  EXPECT_FALSE(p->repairable);
+  EXPECT_FALSE(r.clean());
 }
 
 TEST(FsckTest, BadSymlinksAreErrors) {
@@ -819,13 +852,20 @@ TEST(FsckWithCoreTest, RepairedPoolOpensAgain) {
   const uint64_t ghost_off = sb.dirent_table_offset + (sb.dirent_count - 1) * f::kDirentSize;
   image.replace(ghost_off, sizeof(ghost), reinterpret_cast<const char*>(&ghost), sizeof(ghost));
 
+  // A live file no entry names.
+  f::InodeRecord lost = HandPool::MakeInode(f::InodeType::kRegular, 1, 0, {});
+  lost.crc = RecordCrc(&lost, sizeof(lost));
+  const uint64_t lost_ino = sb.inode_count - 2;
+  image.replace(sb.inode_table_offset + lost_ino * f::kInodeSize, sizeof(lost),
+                reinterpret_cast<const char*>(&lost), sizeof(lost));
+
   auto refused = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
   EXPECT_FALSE(refused.ok());
 
   MemoryRegion region(image);
   FsckReport repaired = Check(region, true);
   EXPECT_TRUE(repaired.clean()) << Describe(repaired);
-  EXPECT_EQ(repaired.repaired_count(), 3u) << Describe(repaired);
+  EXPECT_EQ(repaired.repaired_count(), 4u) << Describe(repaired);
   dir = testing::OpenImage(region.bytes());
   ASSERT_NE(dir, nullptr);
   auto attr = dir->Lookup(kRootInode, "keep");
@@ -835,6 +875,9 @@ TEST(FsckWithCoreTest, RepairedPoolOpensAgain) {
   ASSERT_TRUE(dir->Read(attr->ino, 0, absl::MakeSpan(out)).ok());
   EXPECT_EQ(out, "precious");
   EXPECT_FALSE(dir->Lookup(kRootInode, "ghost").ok());
+  auto found = dir->Lookup(kRootInode, "#" + std::to_string(lost_ino));
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->ino, lost_ino);
 }
 
 // Every state a power failure can leave while WalDirectory works is one fsck accepts

@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "core/format.h"
+#include "core/fsck.h"
+#include "core/memory_region.h"
 #include "core/status.h"
 #include "tests/unit/test_pool.h"
 
@@ -59,6 +61,17 @@ class WalDirectoryTest : public ::testing::Test {
     dir_.reset();
     dir_ = OpenImage(std::move(image), pmem, &bytes_);
     ASSERT_NE(dir_, nullptr);
+  }
+  // Every test leaves a pool that closes cleanly and that fsck finds nothing wrong with.
+  void TearDown() override {
+    if (dir_ == nullptr) return;
+    ASSERT_TRUE(dir_->Close().ok());
+    MemoryRegion region(*bytes_);
+    auto report = CheckPool(region, FsckOptions{});
+    ASSERT_TRUE(report.ok()) << report.status();
+    for (const auto& p : report->problems) {
+      EXPECT_EQ(p.severity, FsckProblem::kInfo) << p.where << ": " << p.what;
+    }
   }
   std::unique_ptr<WalDirectory> dir_;
   std::string* bytes_ = nullptr;
@@ -515,6 +528,39 @@ TEST(WalDirectoryConcurrency, ParallelWritersAndNamespaceChanges) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(List(*dir, kRootInode).size(), 2u + kThreads * 15);
+}
+
+}  // namespace
+}  // namespace walfs::core
+
+namespace walfs::core {
+namespace {
+
+TEST(FormatPool, RootOwnerAndModeAreConfigurable) {
+  MemoryRegion region(32 << 20);
+  FormatOptions opts;
+  opts.segment_size = testing::kTestSegment;
+  opts.root_uid = 105;
+  opts.root_gid = 111;
+  opts.root_mode = 0700;
+  ASSERT_TRUE(FormatPool(region, opts).ok());
+  auto dir = testing::OpenImage(region.bytes());
+  auto root = dir->GetAttr(kRootInode);
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root->uid, 105u);
+  EXPECT_EQ(root->gid, 111u);
+  EXPECT_EQ(root->mode, S_IFDIR | 0700u);
+}
+
+TEST(FormatPool, RejectsBadGeometry) {
+  MemoryRegion region(32 << 20);
+  FormatOptions opts;
+  opts.segment_size = 3 << 20;
+  EXPECT_EQ(FormatPool(region, opts).code(), absl::StatusCode::kInvalidArgument);
+  opts.segment_size = 64 << 20;  // larger than the pool
+  auto s = FormatPool(region, opts);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("too small"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -49,12 +49,18 @@ require_postgres() {
   id postgres >/dev/null 2>&1 || skip "no postgres user"
 }
 
+# Every scratch directory of this test lives under one root made here, in the test's own
+# shell, so it is removed at exit even when make_workdir runs in a $(...) subshell (where
+# a cleanup entry would be lost). Registered first, so it runs after every unmount.
+_WALFS_SCRATCH=$(mktemp -d /tmp/walfs-test.XXXXXX)
+chmod 0755 "$_WALFS_SCRATCH"
+on_exit "rm -rf '$_WALFS_SCRATCH'"
+
 # A scratch directory, removed at exit, traversable by the postgres user.
 make_workdir() {
   local d
-  d=$(mktemp -d /tmp/walfs-test.XXXXXX)
+  d=$(mktemp -d "$_WALFS_SCRATCH/w.XXXXXX")
   chmod 0755 "$d"
-  on_exit "rm -rf '$d'"
   echo "$d"
 }
 

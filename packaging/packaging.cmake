@@ -1,0 +1,99 @@
+# Install layout and the Debian package.
+#
+# The executables install themselves (fs/ and tools/) to ${CMAKE_INSTALL_SBINDIR}. This
+# file adds what makes walfs a distribution service:
+#   share/man/man8/*.8.gz           every page under packaging/man/ (gzipped, as Debian does)
+#   lib/systemd/system/walfs@.service   one instance per pool (see the unit's header)
+#   libexec/walfs/walfs-prestart    the unit's pre-start check
+#   share/walfs/postgresql/         the postgresql@.service drop-in and the pg_wal mover
+#   share/doc/walfs/examples/       an instance configuration and an fstab line
+# Paths are relative to the prefix; the package's prefix is /usr, which is where the unit
+# expects /usr/sbin/walfs and /usr/libexec/walfs/walfs-prestart.
+#
+# `cpack -G DEB` (or `cpack --config CPackConfig.cmake -B DIR`) from the build directory
+# makes walfs_VERSION_ARCH.deb. mount(8) needs no helper of ours: for type fuse.walfs it
+# falls back to the fuse3 package's /sbin/mount.fuse, which runs `walfs POOL DIR -o ...`
+# through /bin/sh with mount(8)'s PATH-less environment, i.e. the shell's default PATH,
+# where /usr/sbin/walfs is found.
+
+set(WALFS_PKG_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+
+# --- man pages: whichever exist, compressed at build time.
+file(GLOB WALFS_MAN_PAGES CONFIGURE_DEPENDS ${WALFS_PKG_DIR}/man/*.8)
+find_program(WALFS_GZIP gzip)
+set(WALFS_MAN_OUTPUTS)
+foreach(page ${WALFS_MAN_PAGES})
+  get_filename_component(name ${page} NAME)
+  if(WALFS_GZIP)
+    set(out ${CMAKE_CURRENT_BINARY_DIR}/man/${name}.gz)
+    # -n: no name or time stamp in the archive, so the package is reproducible.
+    add_custom_command(OUTPUT ${out}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/man
+      COMMAND ${WALFS_GZIP} -9n -c ${page} > ${out}
+      DEPENDS ${page}
+      COMMENT "Compressing man page ${name}"
+      VERBATIM)
+  else()
+    set(out ${page})
+  endif()
+  list(APPEND WALFS_MAN_OUTPUTS ${out})
+endforeach()
+if(WALFS_MAN_OUTPUTS)
+  add_custom_target(walfs_man_pages ALL DEPENDS ${WALFS_MAN_OUTPUTS})
+  install(FILES ${WALFS_MAN_OUTPUTS} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
+endif()
+
+# --- systemd
+install(FILES ${WALFS_PKG_DIR}/systemd/walfs@.service DESTINATION lib/systemd/system)
+install(PROGRAMS ${WALFS_PKG_DIR}/systemd/walfs-prestart
+  DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/walfs)
+
+# --- PostgreSQL integration and examples
+install(FILES ${WALFS_PKG_DIR}/postgresql/walfs.conf
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/walfs/postgresql)
+install(PROGRAMS ${WALFS_PKG_DIR}/postgresql/move-pg_wal-to-walfs.sh
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/walfs/postgresql)
+install(FILES ${WALFS_PKG_DIR}/systemd/15-main.conf.example ${WALFS_PKG_DIR}/systemd/fstab.example
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
+
+# --- Debian package
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME walfs)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_VENDOR "walfs developers")
+set(CPACK_PACKAGE_CONTACT "walfs developers <walfs@localhost>")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "walfs developers <walfs@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+  "FUSE file system for PostgreSQL's pg_wal on persistent memory")
+# The control file's first Description line is the summary above; this is the rest.
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
+  "walfs presents one directory meant for PostgreSQL's write-ahead log. Its files
+live in a pool mapped with PMDK's libpmem: on persistent memory a WAL write is
+durable when it returns and fsync costs nothing; on ordinary storage the pool
+is an msync-backed file. WAL segments are preallocated in one extent each.
+.
+This package holds the walfs daemon (mountable with mount -t fuse.walfs and
+fstab), mkfs.walfs, fsck.walfs, walfsctl, the walfs@.service systemd unit and
+a drop-in that makes a PostgreSQL cluster wait for its WAL mount.")
+set(CPACK_DEBIAN_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES TRUE)
+# fuse3 brings mount.fuse3 and the setuid fusermount3 the daemon mounts through; the
+# shared libraries (libfuse3, libpmem, Abseil, libstdc++) are found by dpkg-shlibdeps
+# when it is installed (dpkg-dev), and listed by hand otherwise.
+find_program(WALFS_DPKG_SHLIBDEPS dpkg-shlibdeps)
+if(WALFS_DPKG_SHLIBDEPS)
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "fuse3")
+else()
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS
+    "fuse3, libfuse3-3 (>= 3.14), libpmem1, libabsl20220623, libstdc++6 (>= 12), libc6")
+endif()
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "postgresql-15 | postgresql")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+  ${WALFS_PKG_DIR}/debian/postinst
+  ${WALFS_PKG_DIR}/debian/postrm)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
+include(CPack)

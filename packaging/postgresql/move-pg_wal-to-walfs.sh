@@ -1,0 +1,184 @@
+#!/bin/bash
+# move-pg_wal-to-walfs.sh PGDATA POOL MOUNTPOINT SIZE
+#
+# Moves the WAL of an existing, cleanly stopped PostgreSQL cluster onto walfs:
+#
+#   1. checks: run as root; PGDATA is a cluster whose pg_wal is a plain directory; the
+#      cluster is not running and was shut down cleanly (pg_controldata says
+#      "shut down"); POOL does not exist; MOUNTPOINT is an empty directory or absent,
+#      and not a mount point;
+#   2. mkfs.walfs --size SIZE --segment-size <the cluster's WAL segment size> POOL,
+#      owned by the cluster's owner, mode 0600;
+#   3. mounts it: walfs POOL MOUNTPOINT -o allow_other,default_permissions (the daemon
+#      runs as root and detaches once mounted);
+#   4. copies PGDATA/pg_wal into MOUNTPOINT/pg_wal as the cluster's owner (cp -a),
+#      fsyncs every copied file and directory, and compares every file with its
+#      original;
+#   5. renames PGDATA/pg_wal to PGDATA/pg_wal.pre-walfs (kept: delete it yourself once
+#      the cluster runs well) and makes PGDATA/pg_wal a symlink to MOUNTPOINT/pg_wal.
+#
+# pg_wal goes into a directory inside the mount, not the mount's root: if the file
+# system is ever not mounted, PostgreSQL finds no pg_wal at all and stops, instead of
+# writing WAL into the bare directory underneath.
+#
+# Any failure before step 5 unmounts and leaves PGDATA as it was (the new pool stays,
+# for inspection; remove it by hand). The mount is left in place on success; the
+# script prints how to make it permanent (fstab or walfs@.service) and then start
+# the cluster.
+#
+# SIZE (e.g. 4G) must hold everything pg_wal can grow to: max_wal_size, plus
+# wal_keep_size, plus segments held by replication slots or a failing archive_command,
+# plus a few segments. Twice max_wal_size is a reasonable start.
+#
+# Environment: PG_BIN (default /usr/lib/postgresql/VERSION/bin) for pg_ctl and
+# pg_controldata; walfs and mkfs.walfs are taken from PATH (/usr/sbin when installed).
+set -euo pipefail
+export LC_ALL=C
+
+me=$(basename "$0")
+say() { printf '%s: %s\n' "$me" "$*" >&2; }
+die() {
+  say "error: $*"
+  exit 1
+}
+
+usage() {
+  cat <<EOF
+usage: $me PGDATA POOL MOUNTPOINT SIZE
+
+Moves the WAL of the stopped PostgreSQL cluster in PGDATA onto a new walfs pool
+POOL of SIZE bytes (suffixes K, M, G), mounted at MOUNTPOINT. PGDATA/pg_wal becomes
+a symlink to MOUNTPOINT/pg_wal; the old directory is kept as PGDATA/pg_wal.pre-walfs.
+EOF
+}
+
+case "${1:-}" in
+  -h | --help)
+    usage
+    exit 0
+    ;;
+esac
+[ $# -eq 4 ] || {
+  usage >&2
+  exit 2
+}
+pgdata=${1%/}
+pool=$2
+mnt=${3%/}
+size=$4
+
+# --- 1. checks; nothing is changed until all pass.
+[ "$(id -u)" -eq 0 ] || die "run as root (the mount, and copies as the cluster's owner)"
+for tool in walfs mkfs.walfs; do
+  command -v "$tool" >/dev/null || die "$tool not found on PATH"
+done
+[ -f "$pgdata/PG_VERSION" ] || die "$pgdata is not a PostgreSQL data directory (no PG_VERSION)"
+pgdata=$(cd "$pgdata" && pwd -P)
+version=$(cat "$pgdata/PG_VERSION")
+pg_bin=${PG_BIN:-/usr/lib/postgresql/$version/bin}
+[ -x "$pg_bin/pg_ctl" ] || die "no pg_ctl in $pg_bin (set PG_BIN)"
+wal=$pgdata/pg_wal
+[ ! -L "$wal" ] || die "$wal is already a symlink (to $(readlink "$wal")): nothing to move"
+[ -d "$wal" ] || die "$wal is not a directory"
+[ ! -e "$wal.pre-walfs" ] || die "$wal.pre-walfs exists: a previous move was not finished"
+owner=$(stat -c %U "$pgdata")
+group=$(stat -c %G "$pgdata")
+[ "$owner" != root ] || die "$pgdata belongs to root; a cluster belongs to its server's user"
+
+as_owner() { runuser -u "$owner" -- "$@"; }
+
+if as_owner "$pg_bin/pg_ctl" status -D "$pgdata" >/dev/null 2>&1; then
+  die "the cluster in $pgdata is running: stop it first (pg_ctlcluster $version NAME stop, or pg_ctl stop -D $pgdata)"
+fi
+state=$("$pg_bin/pg_controldata" "$pgdata" | sed -n 's/^Database cluster state: *//p')
+case $state in
+  "shut down" | "shut down in recovery") ;;
+  *) die "the cluster was not shut down cleanly (state: '$state'): start it and stop it cleanly first, so its WAL needs no recovery while it moves" ;;
+esac
+segsize=$("$pg_bin/pg_controldata" "$pgdata" | sed -n 's/^Bytes per WAL segment: *//p')
+[[ $segsize =~ ^[0-9]+$ ]] || die "could not read the WAL segment size from pg_controldata"
+
+[ ! -e "$pool" ] || die "$pool exists: refusing to overwrite it (choose another path, or remove it yourself)"
+pool_dir=$(dirname "$pool")
+[ -d "$pool_dir" ] || die "directory $pool_dir does not exist"
+pool=$(cd "$pool_dir" && pwd -P)/$(basename "$pool")
+if [ -e "$mnt" ]; then
+  [ -d "$mnt" ] || die "$mnt is not a directory"
+  ! mountpoint -q "$mnt" || die "$mnt is already a mount point"
+  [ -z "$(ls -A "$mnt")" ] || die "$mnt is not empty"
+fi
+case "$(realpath -m "$mnt")/" in
+  "$pgdata"/*) die "$mnt is inside PGDATA: base backups would copy the WAL twice; choose a directory outside $pgdata" ;;
+esac
+
+# --- 2. pool
+say "creating pool $pool ($size, WAL segment size $segsize)"
+mkfs.walfs --size "$size" --segment-size "$segsize" "$pool" >&2
+chown "$owner:$group" "$pool"
+chmod 0600 "$pool"
+
+# --- 3. mount. From here until the swap, a failure unmounts again.
+mounted=0
+rollback() {
+  local rc=$?
+  if [ "$mounted" = 1 ]; then
+    say "failed: unmounting $mnt; $pgdata is unchanged; the pool $pool is left for inspection"
+    umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+  fi
+  exit "$rc"
+}
+trap rollback EXIT
+trap 'exit 130' INT TERM
+
+if [ ! -e "$mnt" ]; then
+  install -d -m 0700 -o "$owner" -g "$group" "$mnt"
+fi
+say "mounting $pool at $mnt"
+walfs "$pool" "$mnt" -o allow_other,default_permissions
+mounted=1
+mountpoint -q "$mnt" || die "walfs returned but $mnt is not mounted"
+
+# --- 4. copy and verify
+chown "$owner:$group" "$mnt"
+chmod 0700 "$mnt"
+as_owner mkdir -m 0700 "$mnt/pg_wal"
+say "copying $wal ($(du -sh "$wal" | cut -f1)) to $mnt/pg_wal"
+as_owner cp -a "$wal/." "$mnt/pg_wal/"
+# cp does not fsync, and syncfs(2) does not reach FUSE file systems: fsync every file
+# and directory one by one.
+as_owner find "$mnt/pg_wal" -exec sync -- {} +
+as_owner sync -- "$mnt"
+# Same names, same types, same bytes.
+list_orig=$(cd "$wal" && find . -printf '%y %p\n' | sort)
+list_copy=$(cd "$mnt/pg_wal" && find . -printf '%y %p\n' | sort)
+[ "$list_copy" = "$list_orig" ] || die "the copy in $mnt/pg_wal does not list the same entries as $wal"
+while IFS= read -r -d '' f; do
+  cmp -s -- "$wal/$f" "$mnt/pg_wal/$f" || die "$mnt/pg_wal/$f differs from $wal/$f"
+done < <(cd "$wal" && find . -type f -print0)
+
+# --- 5. swap
+mv -- "$wal" "$wal.pre-walfs"
+if ! ln -s -- "$mnt/pg_wal" "$wal"; then
+  mv -- "$wal.pre-walfs" "$wal"
+  die "could not create the symlink $wal"
+fi
+chown -h "$owner:$group" "$wal"
+sync -- "$pgdata"
+mounted=0
+trap - EXIT
+
+cat >&2 <<EOF
+$me: done. $wal -> $mnt/pg_wal; the old WAL is kept in $wal.pre-walfs.
+$me: $mnt is mounted now by a walfs run by hand. To mount it at every boot, either
+  - /etc/fstab (the daemon as root):
+      $pool $mnt fuse.walfs allow_other,default_permissions,nofail,x-systemd.before=postgresql@$version-NAME.service,x-systemd.required-by=postgresql@$version-NAME.service 0 0
+  - or walfs@.service (the daemon as $owner; /etc/fuse.conf needs user_allow_other):
+    write /etc/walfs/$version-NAME.conf with
+      POOL=$pool
+      MOUNTPOINT=$mnt
+    install /usr/share/walfs/postgresql/walfs.conf as
+    /etc/systemd/system/postgresql@$version-NAME.service.d/walfs.conf, then
+    umount $mnt && systemctl enable --now walfs@$version-NAME
+  (NAME is the cluster's name, e.g. main.)
+$me: then start the cluster, check it, and remove $wal.pre-walfs.
+EOF

@@ -1,0 +1,88 @@
+# shellcheck shell=bash
+# PostgreSQL clusters for the benchmarks (sourced by tools/bench/run.sh).
+#
+# The data directory lives on tmpfs (SHM_ROOT) and only pg_wal is on the target, so the
+# WAL location is the one thing that differs between targets. Servers run as postgres,
+# listen on no TCP address, and put their socket in PG_SOCK_DIR. Every started server is
+# registered for an immediate stop at exit.
+
+PG_PORT=5432
+
+# pg_init DATADIR WALDIR: a fresh cluster with pg_wal in WALDIR (an empty dir owned by
+# postgres). initdb runs once per suite (on tmpfs, --no-sync: its own durability is not
+# what is measured); every cluster is a copy of that template, which costs a fraction of
+# an initdb and leaves the same files in WALDIR as initdb -X would.
+PG_TEMPLATE=
+pg_init() {
+  local data=$1 wal=$2
+  if [ -z "$PG_TEMPLATE" ]; then
+    local t=$SHM_ROOT/pgdata/template
+    mkdir -p "$t.wal"
+    chown postgres:postgres "$t.wal"
+    on_exit "rm -rf '$t' '$t.wal'"
+    as_postgres "$PG_BIN/initdb" -D "$t" -X "$t.wal" -A trust -U postgres --no-sync \
+      --no-instructions >"$t.initdb.log" 2>&1 || {
+      log "initdb -D $t -X $t.wal failed:"
+      tail -5 "$t.initdb.log" >&2
+      return 1
+    }
+    PG_TEMPLATE=$t
+  fi
+  rm -rf "$data"
+  on_exit "rm -rf '$data'"
+  cp -a "$PG_TEMPLATE" "$data" &&
+    cp -a "$PG_TEMPLATE.wal/." "$wal/" &&
+    ln -sfn "$wal" "$data/pg_wal" &&
+    chown -h postgres:postgres "$data/pg_wal" || {
+    log "copying the template cluster to $data (WAL in $wal) failed"
+    return 1
+  }
+}
+
+# pg_start DATADIR [-c name=value ...]: starts the server and waits until it accepts
+# connections. synchronous_commit=on and the default wal_sync_method (fdatasync) are
+# what is measured; checkpoints are spaced out so a run seldom contains one.
+pg_start() {
+  local data=$1
+  shift
+  local opts="-c listen_addresses='' -c unix_socket_directories='$PG_SOCK_DIR' -p $PG_PORT"
+  opts+=" -c shared_buffers=256MB -c max_connections=30 -c synchronous_commit=on"
+  opts+=" -c fsync=on -c full_page_writes=on -c checkpoint_timeout=30min"
+  opts+=" -c max_wal_size=${PG_MAX_WAL_SIZE:-1GB} -c min_wal_size=80MB"
+  opts+=" -c log_checkpoints=on"
+  while [ $# -gt 0 ]; do
+    [ "$1" = -c ] || { log "pg_start: expected -c, got $1"; return 1; }
+    opts+=" -c $2"
+    shift 2
+  done
+  on_exit "runuser -u postgres -- '$PG_BIN/pg_ctl' -D '$data' -m immediate stop"
+  as_postgres "$PG_BIN/pg_ctl" -D "$data" -l "$data.server.log" -w -t 120 -o "$opts" \
+    start >/dev/null || {
+    log "server in $data did not start:"
+    tail -20 "$data.server.log" >&2
+    return 1
+  }
+}
+
+pg_stop() {
+  as_postgres "$PG_BIN/pg_ctl" -D "$1" -m fast -w -t 120 stop >/dev/null
+}
+
+# psql_q SQL...: runs SQL on the running server, prints unaligned tuples only.
+psql_q() {
+  as_postgres "$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$PG_SOCK_DIR" -p "$PG_PORT" \
+    -U postgres -d postgres "$@"
+}
+
+# pgbench_run ARGS...: pgbench against the running server; prints its tps (without
+# initial connection time), fails if pgbench fails or reports none.
+pgbench_run() {
+  local out
+  out=$(as_postgres "$PG_BIN/pgbench" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres "$@" \
+    postgres 2>&1) || {
+    log "pgbench $* failed:"
+    echo "$out" | tail -5 >&2
+    return 1
+  }
+  echo "$out" | awk '/^tps = / {print $3; found = 1} END {exit !found}'
+}

@@ -1,0 +1,191 @@
+# shellcheck shell=bash
+# The benchmark workloads (sourced by tools/bench/run.sh). Each wl_* function runs one
+# repetition on one target and records its figures with `record`; a failed run records
+# NA so the table shows it instead of the suite stopping.
+#
+# Settings (run.sh sets them): FSYNC_SECS, PGBENCH_SCALE, PGBENCH_SECS, PGBENCH_CLIENTS,
+# INSERT_CLIENTS, BULK_SEGMENTS, SEG_COUNT, CORE_MIN_TIME, OUT_DIR, SHM_ROOT, BENCH_BIN.
+
+# record WORKLOAD METRIC UNIT BETTER(higher|lower|info) TARGET REP VALUE
+record() {
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$OUT_DIR/raw.tsv"
+}
+
+# ---------------------------------------------------------------- 1. pg_test_fsync
+FSYNC_METHODS=(open_datasync fdatasync fsync open_sync)
+
+# Runs pg_test_fsync until its "one 8kB write" section is complete (the only one
+# reported), then stops it: that section is what a commit costs.
+wl_fsync() {
+  local target=$1 rep=$2 dir out pid i m v wl="pg_test_fsync (one 8 KiB write, ${FSYNC_SECS}s per method)"
+  dir=$(target_dir "$target" fsync)
+  out=$OUT_DIR/logs/pg_test_fsync.$target.$rep.log
+  stdbuf -oL "$PG_BIN/pg_test_fsync" -s "$FSYNC_SECS" -f "$dir/pg_test_fsync.out" >"$out" 2>&1 &
+  pid=$!
+  for ((i = 0; i < 600; i++)); do
+    grep -q 'two 8kB writes' "$out" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  kill -INT "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null || true  # it exits 1 when interrupted
+  rm -rf "$dir"
+  for m in "${FSYNC_METHODS[@]}"; do
+    v=$(awk -v m="$m" '/one 8kB write/ {in_s = 1} /two 8kB writes/ {in_s = 0}
+                       in_s && $1 == m && $3 == "ops/sec" {print $2}' "$out")
+    record "$wl" "8 KiB write + $m" ops/s higher "$target" "$rep" "${v:-NA}"
+  done
+}
+
+# ---------------------------------------------------------------- 2+3. pgbench
+declare -A PGB_DATA=()  # target -> data directory of its pgbench cluster
+
+pgb_setup() {
+  local target=$1 wal data=$SHM_ROOT/pgdata/pgbench-$1
+  wal=$(target_dir "$target" pgbench-wal)
+  mkdir -p "$SHM_ROOT/pgdata"
+  pg_init "$data" "$wal" || return 1
+  pg_start "$data" || return 1
+  as_postgres "$PG_BIN/pgbench" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres -i -q \
+    -s "$PGBENCH_SCALE" postgres >"$OUT_DIR/logs/pgbench-init.$target.log" 2>&1 || {
+    log "pgbench -i on $target failed"
+    return 1
+  }
+  psql_q -c "CREATE TABLE ins (payload text)" || return 1
+  printf 'INSERT INTO ins VALUES (repeat(%s, 1024));\n' "'x'" >"$SHM_ROOT/insert.sql"
+  chmod 0644 "$SHM_ROOT/insert.sql"
+  pg_stop "$data" || return 1
+  PGB_DATA[$target]=$data
+}
+
+pgb_teardown() {
+  local target=$1
+  [ -n "${PGB_DATA[$target]:-}" ] || return 0
+  rm -rf "${PGB_DATA[$target]}" "${TARGET_BASE[$target]}/pgbench-wal"
+  unset "PGB_DATA[$target]"
+}
+
+# sample_rss TARGET REP: the walfs daemon's memory right after a load.
+RSS_WORKLOAD="walfs daemon memory (sampled after each pgbench, insert and bulk run)"
+sample_rss() {
+  local target=$1 rep=$2 r
+  [ -n "${WALFS_PIDS[$target]:-}" ] || return 0
+  r=$(walfs_rss "$target") || r="NA NA"
+  set -- $r
+  record "$RSS_WORKLOAD" "VmRSS" MiB lower \
+    "$target" "$rep" "$(awk -v k="$1" 'BEGIN { if (k == "NA") print "NA"; else printf "%.1f", k / 1024 }')"
+  record "$RSS_WORKLOAD" "RSS outside the pool mapping" MiB lower "$target" "$rep" \
+    "$(awk -v k="$2" 'BEGIN { if (k == "NA") print "NA"; else printf "%.1f", k / 1024 }')"
+}
+
+# wl_pgbench TARGET REP DO_TPCB DO_INSERTS
+wl_pgbench() {
+  local target=$1 rep=$2 do_tpcb=$3 do_inserts=$4 data=${PGB_DATA[$1]:-} c tps j
+  local wl_tpcb="pgbench TPC-B-like (scale $PGBENCH_SCALE, synchronous_commit=on, ${PGBENCH_SECS}s)"
+  local wl_ins="1 KiB INSERT per transaction ($INSERT_CLIENTS clients, ${PGBENCH_SECS}s)"
+  local ok=1
+  if [ -z "$data" ] || ! pg_start "$data"; then ok=0; fi
+  if [ "$do_tpcb" = 1 ]; then
+    for c in $PGBENCH_CLIENTS; do
+      tps=NA
+      j=$((c < 2 ? c : 2))
+      if [ $ok = 1 ]; then
+        tps=$(pgbench_run -c "$c" -j "$j" -T "$PGBENCH_SECS") || tps=NA
+      fi
+      record "$wl_tpcb" "clients=$c" tps higher "$target" "$rep" "$tps"
+    done
+    sample_rss "$target" "$rep"
+  fi
+  if [ "$do_inserts" = 1 ]; then
+    tps=NA
+    if [ $ok = 1 ] && psql_q -c "TRUNCATE ins" && psql_q -c "CHECKPOINT"; then
+      tps=$(pgbench_run -n -f "$SHM_ROOT/insert.sql" -c "$INSERT_CLIENTS" -j 2 \
+        -T "$PGBENCH_SECS") || tps=NA
+    fi
+    record "$wl_ins" "commits/s" tps higher "$target" "$rep" "$tps"
+    sample_rss "$target" "$rep"
+  fi
+  [ $ok = 1 ] && pg_stop "$data"
+  return 0
+}
+
+# ---------------------------------------------------------------- 4. bulk load
+# Rows of ~1.8 KiB (stored inline, uncompressed: below the TOAST threshold), enough for
+# BULK_SEGMENTS new 16 MiB segments; a fresh cluster each time so every segment is new.
+wl_bulk() {
+  local target=$1 rep=$2 zero wal data t0 t1 ms segs
+  local rows=$((BULK_SEGMENTS * 16 * 1024 * 1024 / 1800 + 1000))
+  local wl="bulk load: INSERT ... SELECT generate_series, $rows rows x 1.8 KiB, fresh cluster"
+  for zero in on off; do
+    wal=$(target_dir "$target" bulk-wal)
+    data=$SHM_ROOT/pgdata/bulk-$target
+    mkdir -p "$SHM_ROOT/pgdata"
+    ms=NA
+    segs=NA
+    if pg_init "$data" "$wal" &&
+      PG_MAX_WAL_SIZE=4GB pg_start "$data" -c "wal_init_zero=$zero" &&
+      psql_q -c "CREATE TABLE bulk (id int, pad text)" &&
+      t0=$(psql_q -c "SELECT pg_current_wal_lsn()"); then
+      ms=$(psql_q -c '\timing on' -c "INSERT INTO bulk SELECT g, repeat('x', 1800) FROM generate_series(1, $rows) g" |
+        awk '/^Time:/ {print $2}') || ms=NA
+      t1=$(psql_q -c "SELECT pg_current_wal_lsn()") || t1=
+      if [ -n "$t1" ]; then
+        segs=$(psql_q -c "SELECT floor(pg_wal_lsn_diff('$t1', '$t0') / (16 * 1024 * 1024))") || segs=NA
+      fi
+      sample_rss "$target" "$rep"
+      pg_stop "$data"
+    fi
+    rm -rf "$data" "$wal"
+    record "$wl" "wal_init_zero=$zero: elapsed" s lower "$target" "$rep" \
+      "$(awk -v ms="${ms:-NA}" 'BEGIN { if (ms == "NA") print "NA"; else printf "%.3f", ms / 1000 }')"
+    record "$wl" "wal_init_zero=$zero: WAL segments written" segments info "$target" "$rep" "$segs"
+  done
+}
+
+# ---------------------------------------------------------------- 5. segment lifecycle
+wl_segments() {
+  local target=$1 rep=$2 dir out key v
+  local wl="segment lifecycle (walfs_segbench, $SEG_COUNT x 16 MiB segments, per segment)"
+  dir=$(target_dir "$target" segbench)
+  out=$OUT_DIR/logs/segbench.$target.$rep.log
+  "$BENCH_BIN/walfs_segbench" "$dir" --segments "$SEG_COUNT" >"$out" 2>&1 || true
+  rm -rf "$dir"
+  for key in "create_zero:create, wal_init_zero=on (32 x 8 KiB pwritev zero-fill + fsync + durable_rename)" \
+    "create_sparse:create, wal_init_zero=off (1-byte pwrite at the end + fsync + durable_rename)" \
+    "recycle:recycle (durable_rename to a future name)"; do
+    v=$(awk -v k="${key%%:*}_us_median" '$1 == k {print $2}' "$out")
+    record "$wl" "${key#*:}" us lower "$target" "$rep" "${v:-NA}"
+  done
+}
+
+# ---------------------------------------------------------------- 6. core microbenchmarks
+# Runs walfs_core_bench with and without PMEM_IS_PMEM_FORCE (libpmem reads it at load
+# time); the memory-region cases are taken from the first run only.
+wl_core() {
+  local rep=$1 force csv filter
+  local wl="core data path without FUSE (walfs_core_bench, WalDirectory::Write 8 KiB into a preallocated segment)"
+  for force in 1 0; do
+    csv=$OUT_DIR/logs/core_bench.force$force.$rep.csv
+    filter=.
+    [ "$force" = 0 ] && filter=/file-
+    if [ "$force" = 1 ]; then
+      PMEM_IS_PMEM_FORCE=1 "$BENCH_BIN/walfs_core_bench" --pool_dir "$SHM_ROOT" \
+        --benchmark_format=csv --benchmark_min_time="$CORE_MIN_TIME" \
+        --benchmark_filter="$filter" >"$csv" 2>"$csv.err" || true
+    else
+      "$BENCH_BIN/walfs_core_bench" --pool_dir "$SHM_ROOT" --benchmark_format=csv \
+        --benchmark_min_time="$CORE_MIN_TIME" --benchmark_filter="$filter" \
+        >"$csv" 2>"$csv.err" || true
+    fi
+    # name,iterations,real_time,cpu_time,time_unit,...,error_occurred,error_message
+    awk -F, -v wl="$wl" -v rep="$rep" '
+      $1 ~ /^"/ && $1 !~ /^"name"/ {
+        name = $1; gsub(/"/, "", name)
+        n = split(name, p, "/")
+        t = $3; u = $5
+        if (u == "us") t *= 1000; else if (u == "ms") t *= 1000000
+        if ($0 ~ /,true,/) t = "NA"
+        printf "%s\t%s\tns/op\tlower\t%s\t%s\t%s\n", wl, p[1], p[2], rep, t
+      }' "$csv" >>"$OUT_DIR/raw.tsv"
+  done
+}

@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# walfs benchmark suite: runs PostgreSQL WAL workloads against several WAL locations side
+# by side in one run and prints, per workload, the median of repeated runs, min..max and
+# ratios to the baselines (tmpfs, ext4, passthrough_ll). Targets are interleaved: each
+# repetition visits every target, starting from a different one, so drift on a shared
+# machine spreads over all of them. Run as root from a built tree (cmake --build build).
+#
+#   tools/bench/run.sh [options]
+#     --out DIR            results dir (default /var/tmp/walfs-bench-YYYYmmdd-HHMMSS):
+#                          results.txt (what is printed), results.md, summary.tsv,
+#                          raw.tsv (every figure), machine.txt, logs/
+#     --targets LIST       comma-separated (default: all) of
+#                          walfs-pmem,walfs-msync-tmpfs,walfs-msync-disk,tmpfs,ext4,passthrough_ll
+#     --workloads LIST     comma-separated (default: all) of
+#                          fsync,pgbench,inserts,bulk,segments,core
+#     --reps N             repetitions per target (default 3)
+#     --duration SECS      pgbench/insert run length -T (default 20)
+#     --fsync-secs SECS    pg_test_fsync -s (default 2)
+#     --scale N            pgbench scale (default 10)
+#     --clients "1 4 8"    pgbench TPC-B client counts (default "1 4 8")
+#     --insert-clients N   clients of the 1 KiB insert workload (default 8)
+#     --bulk-segments N    WAL segments the bulk load writes (default 42)
+#     --seg-count N        segments per walfs_segbench run (default 16)
+#     --pool-size SIZE     walfs pool size given to mkfs.walfs (default 2G)
+#     --disk-dir DIR       where the disk targets live (default /var/tmp)
+#     --build-dir DIR      CMake build dir (default ./build)
+#     --smoke              tiny sizes for CI: 1 rep, 1 s runs, scale 1, 2 bulk segments
+set -euo pipefail
+COMMAND_LINE="tools/bench/run.sh $*"
+BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
+SOURCE_DIR=$(cd "$BENCH_DIR/../.." && pwd)
+
+OUT_DIR=
+TARGETS_ARG=
+WORKLOADS_ARG=fsync,pgbench,inserts,bulk,segments,core
+REPS=3
+PGBENCH_SECS=20
+FSYNC_SECS=2
+PGBENCH_SCALE=10
+PGBENCH_CLIENTS="1 4 8"
+INSERT_CLIENTS=8
+BULK_SEGMENTS=42
+SEG_COUNT=16
+POOL_SIZE=2G
+DISK_PARENT=/var/tmp
+CORE_MIN_TIME=0.5
+BUILD_DIR_ARG=
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
+while [ $# -gt 0 ]; do
+  case $1 in
+    --out) OUT_DIR=$2; shift ;;
+    --targets) TARGETS_ARG=$2; shift ;;
+    --workloads) WORKLOADS_ARG=$2; shift ;;
+    --reps) REPS=$2; shift ;;
+    --duration) PGBENCH_SECS=$2; shift ;;
+    --fsync-secs) FSYNC_SECS=$2; shift ;;
+    --scale) PGBENCH_SCALE=$2; shift ;;
+    --clients) PGBENCH_CLIENTS=$2; shift ;;
+    --insert-clients) INSERT_CLIENTS=$2; shift ;;
+    --bulk-segments) BULK_SEGMENTS=$2; shift ;;
+    --seg-count) SEG_COUNT=$2; shift ;;
+    --pool-size) POOL_SIZE=$2; shift ;;
+    --disk-dir) DISK_PARENT=$2; shift ;;
+    --build-dir) BUILD_DIR_ARG=$2; shift ;;
+    --smoke)
+      REPS=1 PGBENCH_SECS=1 FSYNC_SECS=1 PGBENCH_SCALE=1 BULK_SEGMENTS=2 SEG_COUNT=2
+      POOL_SIZE=512M CORE_MIN_TIME=0.01 ;;
+    -h | --help) usage 0 ;;
+    *) echo "run.sh: unknown option $1" >&2; usage ;;
+  esac
+  shift
+done
+
+[ "$(id -u)" -eq 0 ] || { echo "run.sh: run as root (mounts, runuser -u postgres)" >&2; exit 2; }
+if [ -n "$BUILD_DIR_ARG" ]; then
+  WALFS_BUILD_DIR=$(cd "$BUILD_DIR_ARG" && pwd)
+  export WALFS_BUILD_DIR
+fi
+export WALFS_SOURCE_DIR=${WALFS_SOURCE_DIR:-$SOURCE_DIR}
+# shellcheck source=../../tests/integration/lib/common.sh
+source "$SOURCE_DIR/tests/integration/lib/common.sh"
+source "$BENCH_DIR/lib/targets.sh"
+source "$BENCH_DIR/lib/pg.sh"
+source "$BENCH_DIR/lib/workloads.sh"
+unset PMEM_IS_PMEM_FORCE  # only the walfs-pmem daemon and core_bench get it
+BENCH_BIN=$WALFS_BUILD_DIR/tools/bench
+
+require_postgres
+[ -c /dev/fuse ] || log "/dev/fuse is missing: FUSE targets will be skipped"
+
+IFS=, read -r -a TARGETS <<<"${TARGETS_ARG:-$(IFS=,; echo "${ALL_TARGETS[*]}")}"
+IFS=, read -r -a WORKLOADS <<<"$WORKLOADS_ARG"
+has_workload() { [[ ",$WORKLOADS_ARG," == *",$1,"* ]]; }
+for w in "${WORKLOADS[@]}"; do
+  case $w in fsync | pgbench | inserts | bulk | segments | core) ;;
+    *) fail "unknown workload '$w'" ;; esac
+done
+
+OUT_DIR=${OUT_DIR:-/var/tmp/walfs-bench-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT_DIR/logs"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+: >"$OUT_DIR/raw.tsv"
+
+# Scratch space: tmpfs for data directories, pools and the tmpfs targets; the local disk
+# for the disk targets. Both removed at exit (registered first, so removed last).
+SHM_ROOT=$(mktemp -d /dev/shm/walfs-bench.XXXXXX)
+DISK_ROOT=$(mktemp -d "$DISK_PARENT/walfs-bench.XXXXXX")
+chmod 0755 "$SHM_ROOT" "$DISK_ROOT"
+on_exit "rm -rf '$SHM_ROOT' '$DISK_ROOT'"
+PG_SOCK_DIR=$SHM_ROOT/sock
+mkdir -p "$PG_SOCK_DIR" "$SHM_ROOT/pgdata"
+chown postgres:postgres "$PG_SOCK_DIR" "$SHM_ROOT/pgdata"
+
+# ------------------------------------------------------------------ machine
+pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "?"; }
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "command: $COMMAND_LINE"
+  echo "settings: reps=$REPS duration=${PGBENCH_SECS}s fsync_secs=$FSYNC_SECS scale=$PGBENCH_SCALE" \
+    "clients=\"$PGBENCH_CLIENTS\" insert_clients=$INSERT_CLIENTS bulk_segments=$BULK_SEGMENTS" \
+    "seg_count=$SEG_COUNT pool_size=$POOL_SIZE"
+  echo "nproc: $(nproc)"
+  echo "kernel: $(uname -srm)"
+  echo "cpu: $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+  echo "memory: $(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+  echo "tmpfs dir: $SHM_ROOT on $(fs_desc "$SHM_ROOT")"
+  echo "disk dir: $DISK_ROOT on $(findmnt -n -o FSTYPE,SOURCE,OPTIONS -T "$DISK_ROOT")"
+  dev=$(findmnt -n -o SOURCE -T "$DISK_ROOT" | sed 's|^/dev/||; s|[0-9]*$||')
+  [ -r "/sys/block/$dev/queue/rotational" ] &&
+    echo "disk $dev: rotational=$(cat "/sys/block/$dev/queue/rotational")" \
+      "model=$(cat "/sys/block/$dev/device/model" 2>/dev/null || echo virtual)"
+  echo "postgresql: $("$PG_BIN/postgres" --version)"
+  echo "libfuse3: $(pkgver libfuse3-3) libpmem: $(pkgver libpmem1)"
+  echo "load before start: $(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$OUT_DIR/machine.txt"
+cat "$OUT_DIR/machine.txt"
+
+# ------------------------------------------------------------------ targets
+RUN_TARGETS=()
+for t in "${TARGETS[@]}"; do
+  if [ ! -c /dev/fuse ] && [[ $t == walfs-* || $t == passthrough_ll ]]; then
+    TARGET_SKIP[$t]="/dev/fuse is missing"
+  else
+    target_up "$t"
+  fi
+  if [ -n "${TARGET_SKIP[$t]:-}" ]; then
+    echo "target $t: SKIPPED: ${TARGET_SKIP[$t]}" | tee -a "$OUT_DIR/machine.txt"
+  else
+    echo "target $t: ${TARGET_NOTE[$t]}" | tee -a "$OUT_DIR/machine.txt"
+    RUN_TARGETS+=("$t")
+  fi
+done
+[ ${#RUN_TARGETS[@]} -gt 0 ] || fail "no target could be set up"
+NT=${#RUN_TARGETS[@]}
+
+# rotation REP: the targets in this repetition's order (starting at REP mod n).
+rotation() {
+  local rep=$1 i
+  for ((i = 0; i < NT; i++)); do echo "${RUN_TARGETS[(rep + i) % NT]}"; done
+}
+
+# ------------------------------------------------------------------ workloads
+START=$SECONDS
+if has_workload fsync; then
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for t in $(rotation "$rep"); do
+      log "pg_test_fsync rep $rep/$REPS on $t"
+      wl_fsync "$t" "$rep"
+    done
+  done
+fi
+
+if has_workload segments; then
+  if [ -x "$BENCH_BIN/walfs_segbench" ]; then
+    for ((rep = 1; rep <= REPS; rep++)); do
+      for t in $(rotation "$rep"); do
+        log "walfs_segbench rep $rep/$REPS on $t"
+        wl_segments "$t" "$rep"
+      done
+    done
+  else
+    log "walfs_segbench not built ($BENCH_BIN): segment lifecycle skipped"
+    echo "segment lifecycle: SKIPPED (walfs_segbench not built)" >>"$OUT_DIR/machine.txt"
+  fi
+fi
+
+if has_workload pgbench || has_workload inserts; then
+  do_tpcb=0 do_ins=0
+  has_workload pgbench && do_tpcb=1
+  has_workload inserts && do_ins=1
+  for t in "${RUN_TARGETS[@]}"; do
+    log "pgbench -i -s $PGBENCH_SCALE on $t"
+    pgb_setup "$t" || log "pgbench setup on $t failed: its runs are recorded as failed"
+  done
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for t in $(rotation "$rep"); do
+      log "pgbench rep $rep/$REPS on $t"
+      wl_pgbench "$t" "$rep" "$do_tpcb" "$do_ins"
+    done
+  done
+  for t in "${RUN_TARGETS[@]}"; do pgb_teardown "$t"; done
+fi
+
+if has_workload bulk; then
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for t in $(rotation "$rep"); do
+      log "bulk load rep $rep/$REPS on $t"
+      wl_bulk "$t" "$rep"
+    done
+  done
+fi
+
+if has_workload core; then
+  if [ -x "$BENCH_BIN/walfs_core_bench" ]; then
+    for ((rep = 1; rep <= REPS; rep++)); do
+      log "walfs_core_bench rep $rep/$REPS"
+      wl_core "$rep"
+    done
+  else
+    log "walfs_core_bench not built ($BENCH_BIN): core microbenchmarks skipped"
+    echo "core microbenchmarks: SKIPPED (walfs_core_bench not built)" >>"$OUT_DIR/machine.txt"
+  fi
+fi
+
+# Final memory figure of each daemon after everything ran.
+for t in "${RUN_TARGETS[@]}"; do
+  if [ -n "${WALFS_PIDS[$t]:-}" ]; then
+    r=$(walfs_rss "$t") || r=
+    [ -n "$r" ] && echo "walfs daemon $t at end: VmRSS/RSS outside pool (KiB): $r" >>"$OUT_DIR/machine.txt"
+    walfs_status "$t" "$OUT_DIR/logs/walfs-status.$t.txt"
+  fi
+done
+echo "suite time: $((SECONDS - START)) s, load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT_DIR/machine.txt"
+
+# ------------------------------------------------------------------ report
+report() { awk -F'\t' -v fmt="$1" -v targets="${RUN_TARGETS[*]}" -f "$BENCH_DIR/lib/report.awk" "$OUT_DIR/raw.tsv"; }
+goals() { awk -F'\t' -v fmt="$1" -f "$BENCH_DIR/lib/goals.awk" "$OUT_DIR/summary.tsv"; }
+report tsv >"$OUT_DIR/summary.tsv"
+{
+  cat "$OUT_DIR/machine.txt"
+  echo
+  echo "Ratios are median(target) / median(baseline), for every metric; the heading of"
+  echo "each table says whether higher or lower is better. n = successful runs (+kF failed)."
+  report text
+  goals text
+} >"$OUT_DIR/results.txt"
+{
+  echo '```'
+  cat "$OUT_DIR/machine.txt"
+  echo '```'
+  report md
+  goals md
+} >"$OUT_DIR/results.md"
+echo
+cat "$OUT_DIR/results.txt"
+echo
+echo "results: $OUT_DIR/results.txt, results.md, summary.tsv, raw.tsv, machine.txt, logs/"

@@ -77,11 +77,9 @@ pg_require() {
 }
 
 # pg_workdir: sets W to a fresh work dir laid out as above (W/run owned by postgres),
-# removed at exit. (Not via $(...): a cleanup registered in a subshell is lost.)
+# removed at exit.
 pg_workdir() {
-  W=$(mktemp -d /tmp/walfs-test.XXXXXX)
-  chmod 0755 "$W"
-  on_exit "rm -rf '$W'"
+  W=$(make_workdir)
   mkdir -p "$W/run" "$W/data"
   chown postgres: "$W/run" "$W/data"
   chmod 0700 "$W/data"

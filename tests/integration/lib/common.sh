@@ -81,6 +81,15 @@ make_pool() {
   "$MKFS" --size "$size" "$@" "$pool" >/dev/null
 }
 
+# kill -9 PID, only if PID is still a walfs daemon (a pid recorded for cleanup may have
+# been reused by the time cleanup runs).
+kill_if_walfs() {
+  local exe
+  exe=$(readlink "/proc/$1/exe" 2>/dev/null) || return 0
+  [ "$exe" = "$(readlink -f "$WALFS")" ] && kill -9 "$1"
+  return 0
+}
+
 # mount_walfs POOL MNT [extra walfs args...]: runs the daemon in the foreground in the
 # background, waits until MNT is a mount point, registers unmount at exit. Sets
 # WALFS_PID. Extra args go to the daemon (e.g. -o allow_other,default_permissions).
@@ -93,7 +102,7 @@ mount_walfs() {
   "$WALFS" "$pool" "$mnt" -f "$@" >"$logf" 2>&1 &
   WALFS_PID=$!
   WALFS_LOG=$logf
-  on_exit "fusermount3 -u -z '$mnt'; kill -9 $WALFS_PID; rm -f '$logf'"
+  on_exit "fusermount3 -u -z '$mnt'; kill_if_walfs $WALFS_PID; rm -f '$logf'"
   local i
   for ((i = 0; i < 200; i++)); do
     if mountpoint -q "$mnt"; then return 0; fi

@@ -29,6 +29,40 @@ uint32_t DirentType(format::InodeType t) {
 
 }  // namespace
 
+absl::StatusOr<std::pair<uint64_t, uint64_t>> Pool::NewEntry(format::InodeType type,
+                                                            uint32_t mode,
+                                                            const Caller& caller) {
+  auto slot = NewDirentSlot();
+  if (!slot.ok()) return slot.status();
+  auto ino = NewInode(type, mode, caller);
+  if (!ino.ok()) {
+    free_slots_.push_back(*slot);
+    return ino.status();
+  }
+  return std::make_pair(*slot, *ino);
+}
+
+void Pool::DiscardEntry(uint64_t slot, uint64_t ino) {
+  inodes_[ino].reset();
+  free_inodes_.push_back(ino);
+  free_slots_.push_back(slot);
+}
+
+absl::StatusOr<Attr> Pool::CommitEntry(InodeId parent, std::string_view name, uint64_t slot,
+                                       uint64_t ino) {
+  Transaction txn;
+  AddName(slot, parent, ino, name);
+  PutDirent(txn, slot, parent, ino, name);
+  PutInode(txn, ino);
+  Touch(parent, true);
+  PutInode(txn, parent);
+  absl::Status s = Commit(txn);
+  if (!s.ok()) return s;
+  Inode& in = *inodes_[ino];
+  in.lookups.fetch_add(1);
+  return MakeAttr(ino, in);
+}
+
 absl::StatusOr<Attr> Pool::Lookup(InodeId parent, std::string_view name) {
   if (name.size() > format::kMaxNameLength) return PosixError("lookup", ENAMETOOLONG);
   absl::ReaderMutexLock l(&mu_);
@@ -87,35 +121,20 @@ absl::StatusOr<Attr> Pool::Create(InodeId parent, std::string_view name, uint32_
     in->lookups.fetch_add(1);
     return MakeAttr(ino, *in);
   }
-  auto slot = NewDirentSlot();
-  if (!slot.ok()) return slot.status();
-  auto ino = NewInode(format::InodeType::kRegular, mode, caller);
-  if (!ino.ok()) {
-    free_slots_.push_back(*slot);
-    return ino.status();
-  }
-  Inode& in = *inodes_[*ino];
+  auto entry = NewEntry(format::InodeType::kRegular, mode, caller);
+  if (!entry.ok()) return entry.status();
+  const auto [slot, ino] = *entry;
   if (IsWalSegmentName(name)) {
     // A WAL segment gets its whole extent now, so its writes never allocate.
+    Inode& in = *inodes_[ino];
     in.rec.flags |= format::kInodeFlagSegment;
     absl::Status s = Grow(in, sb_.segment_size);
     if (!s.ok()) {
-      inodes_[*ino].reset();
-      free_inodes_.push_back(*ino);
-      free_slots_.push_back(*slot);
+      DiscardEntry(slot, ino);
       return s;
     }
   }
-  Transaction txn;
-  AddName(*slot, parent, *ino, name);
-  PutDirent(txn, *slot, parent, *ino, name);
-  PutInode(txn, *ino);
-  Touch(parent, true);
-  PutInode(txn, parent);
-  absl::Status s = Commit(txn);
-  if (!s.ok()) return s;
-  in.lookups.fetch_add(1);
-  return MakeAttr(*ino, in);
+  return CommitEntry(parent, name, slot, ino);
 }
 
 absl::StatusOr<Attr> Pool::Mkdir(InodeId parent, std::string_view name, uint32_t mode,
@@ -126,25 +145,12 @@ absl::StatusOr<Attr> Pool::Mkdir(InodeId parent, std::string_view name, uint32_t
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
-  auto slot = NewDirentSlot();
-  if (!slot.ok()) return slot.status();
-  auto ino = NewInode(format::InodeType::kDirectory, mode, caller);
-  if (!ino.ok()) {
-    free_slots_.push_back(*slot);
-    return ino.status();
-  }
-  Transaction txn;
-  AddName(*slot, parent, *ino, name);
-  inodes_[*ino]->parent_slot = *slot;
-  PutDirent(txn, *slot, parent, *ino, name);
-  PutInode(txn, *ino);
-  ++(*dir)->rec.nlink;
-  Touch(parent, true);
-  PutInode(txn, parent);
-  absl::Status s = Commit(txn);
-  if (!s.ok()) return s;
-  inodes_[*ino]->lookups.fetch_add(1);
-  return MakeAttr(*ino, *inodes_[*ino]);
+  auto entry = NewEntry(format::InodeType::kDirectory, mode, caller);
+  if (!entry.ok()) return entry.status();
+  const auto [slot, ino] = *entry;
+  inodes_[ino]->parent_slot = slot;
+  ++(*dir)->rec.nlink;  // the new directory's ".."
+  return CommitEntry(parent, name, slot, ino);
 }
 
 absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
@@ -161,26 +167,13 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
-  auto slot = NewDirentSlot();
-  if (!slot.ok()) return slot.status();
-  auto ino = NewInode(format::InodeType::kSymlink, 0777, caller);
-  if (!ino.ok()) {
-    free_slots_.push_back(*slot);
-    return ino.status();
-  }
-  Inode& in = *inodes_[*ino];
+  auto entry = NewEntry(format::InodeType::kSymlink, 0777, caller);
+  if (!entry.ok()) return entry.status();
+  const auto [slot, ino] = *entry;
+  Inode& in = *inodes_[ino];
   std::memcpy(in.rec.extents, target.data(), target.size());
   in.rec.size = target.size();
-  Transaction txn;
-  AddName(*slot, parent, *ino, name);
-  PutDirent(txn, *slot, parent, *ino, name);
-  PutInode(txn, *ino);
-  Touch(parent, true);
-  PutInode(txn, parent);
-  absl::Status s = Commit(txn);
-  if (!s.ok()) return s;
-  in.lookups.fetch_add(1);
-  return MakeAttr(*ino, in);
+  return CommitEntry(parent, name, slot, ino);
 }
 
 absl::StatusOr<std::string> Pool::Readlink(InodeId ino) {

@@ -227,9 +227,7 @@ absl::Status Pool::Unlink(InodeId parent, std::string_view name) {
     const uint64_t ino = dirents_.at(slot).child;
     if (IsDir(inodes_[ino]->rec)) return PosixError(name, EISDIR);
     Transaction txn;
-    DropName(slot);
-    free_slots_.push_back(slot);
-    txn.FreeDirent(sb_, slot);
+    FreeName(txn, slot);
     DropLink(txn, ino, reclaim);
     Touch(parent, true);
     PutInode(txn, parent);
@@ -258,10 +256,8 @@ absl::Status Pool::Rmdir(InodeId parent, std::string_view name) {
     if (!IsDir(victim.rec)) return PosixError(name, ENOTDIR);
     if (!victim.names.empty()) return PosixError(name, ENOTEMPTY);
     Transaction txn;
-    DropName(slot);
-    free_slots_.push_back(slot);
+    FreeName(txn, slot);
     victim.parent_slot = UINT64_MAX;
-    txn.FreeDirent(sb_, slot);
     DropLink(txn, ino, reclaim);
     --(*dir)->rec.nlink;
     Touch(parent, true);
@@ -340,9 +336,7 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
           --(*dst_dir)->rec.nlink;  // the replaced subdirectory's ".."
         }
         DropLink(txn, dst_ino, reclaim);
-        DropName(src_slot);
-        free_slots_.push_back(src_slot);
-        txn.FreeDirent(sb_, src_slot);
+        FreeName(txn, src_slot);
         PutDirent(txn, dst_slot, new_parent, src_ino, new_name);
         if (IsDir(src.rec)) src.parent_slot = dst_slot;
       } else if (parent == new_parent) {

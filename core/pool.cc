@@ -403,6 +403,12 @@ void Pool::DropName(uint64_t slot) {
   dirents_.erase(it);
 }
 
+void Pool::FreeName(Transaction& txn, uint64_t slot) {
+  DropName(slot);
+  free_slots_.push_back(slot);
+  txn.FreeDirent(sb_, slot);
+}
+
 void Pool::PutInode(Transaction& txn, uint64_t ino) {
   Inode& in = *inodes_[ino];
   absl::MutexLock l(&in.mu);

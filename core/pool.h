@@ -144,6 +144,8 @@ class Pool {
   void AddName(uint64_t slot, uint64_t parent, uint64_t child, std::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropName(uint64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the entry in `slot` from memory and, in txn, from the pool; the slot is free.
+  void FreeName(Transaction& txn, uint64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds `ino`'s current record to txn (flushing its dirty data first in msync mode, so
   // a size never becomes durable ahead of the bytes it covers).
   void PutInode(Transaction& txn, uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -25,6 +25,7 @@
 #include "core/format.h"
 #include "core/fsck.h"
 #include "core/persistent_region.h"
+#include "tools/human_bytes.h"
 #include "core/wal_directory.h"
 
 namespace walfs::tools {
@@ -89,17 +90,6 @@ std::optional<uint64_t> ParseSize(std::string text) {
   }
   if (shift > 0 && value > (UINT64_MAX >> shift)) return std::nullopt;
   return value << shift;
-}
-
-std::string HumanBytes(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int unit = 0;
-  while (v >= 1024 && unit < 5) {
-    v /= 1024;
-    ++unit;
-  }
-  return unit == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.2f %s", v, kUnits[unit]);
 }
 
 std::string ParentDirectory(const std::string& path) {

@@ -32,6 +32,7 @@
 #include "core/format.h"
 #include "core/fsck.h"
 #include "core/persistent_region.h"
+#include "tools/human_bytes.h"
 
 namespace walfs::tools {
 namespace {
@@ -68,17 +69,6 @@ int UsageError(const std::string& message) {
 int Fail(const std::string& message) {
   std::fprintf(stderr, "walfsctl: %s\n", message.c_str());
   return kExitFailure;
-}
-
-std::string HumanBytes(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int unit = 0;
-  while (v >= 1024 && unit < 5) {
-    v /= 1024;
-    ++unit;
-  }
-  return unit == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.2f %s", v, kUnits[unit]);
 }
 
 const char* ShortType(f::InodeType type) {

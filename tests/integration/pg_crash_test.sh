@@ -14,58 +14,12 @@ source "$(dirname "$0")/lib/pg.sh"
 
 pg_require
 
-LOGGERS=3
 LOAD_SECONDS=5
 ROUNDS=1
 if [ "$WALFS_PG_LONG" = 1 ]; then
   LOAD_SECONDS=20
   ROUNDS=3
 fi
-
-# start_load W ROUND: starts the id loggers and a pgbench in the background.
-start_load() {
-  local w=$1 round=$2 c
-  LOAD_PIDS=()
-  for ((c = 1; c <= LOGGERS; c++)); do
-    # ids of logger c in round r: r*10^8 + c*10^6 + n; the log line is written only after
-    # psql returned success, i.e. after the server acknowledged the COMMIT.
-    as_postgres bash -c '
-      run=$1 log=$2 base=$3 psql=$4 err=$5
-      for ((n = 1; ; n++)); do
-        id=$((base + n))
-        "$psql" -X -q -h "$run" -d postgres -v ON_ERROR_STOP=1 \
-          -c "INSERT INTO committed VALUES ($id)" >/dev/null 2>>"$err" || exit 0
-        echo "$id" >>"$log"
-      done' logger "$w/run" "$w/run/ids.$round.$c" $((round * 100000000 + c * 1000000)) \
-      "$PG_BIN/psql" "$w/run/logger.$round.$c.client.log" &
-    LOAD_PIDS+=($!)
-  done
-  pg_bench "$w" -n -c 2 -j 1 -T 600 >"$w/run/load.$round.client.log" 2>&1 &
-  LOAD_PIDS+=($!)
-}
-
-# wait_load: waits for the loggers and pgbench to notice the crash and stop.
-wait_load() {
-  local p
-  for p in "${LOAD_PIDS[@]}"; do
-    wait "$p" || true
-  done
-}
-
-# verify W: every logged id is in the table; prints how many were checked.
-verify() {
-  local w=$1 logged present missing n
-  logged=$w/run/logged.sorted
-  present=$w/run/present.sorted
-  cat "$w"/run/ids.* 2>/dev/null | sort -u >"$logged"
-  pg_sql "$w" 'SELECT id FROM committed' | sort -u >"$present"
-  n=$(wc -l <"$logged")
-  ((n >= 20)) || fail "only $n ids were logged as committed: the load did not run"
-  missing=$(comm -23 "$logged" "$present" | head -n 20)
-  [ -z "$missing" ] ||
-    fail "$(comm -23 "$logged" "$present" | wc -l) of $n committed ids lost after the crash, e.g. $(echo $missing)"
-  log "all $n committed ids present ($(wc -l <"$present") rows)"
-}
 
 run_mode() {
   local mode=$1 w mnt pool round daemon redos
@@ -87,7 +41,7 @@ run_mode() {
     daemon=0
     if ((round > ROUNDS)); then daemon=1; fi
     redos=$(grep -c 'redo done' "$w/run/pg.log" || true)
-    start_load "$w" "$round"
+    pg_load_start "$w" "$round"
     sleep "$LOAD_SECONDS"
     if ((daemon)) && [ "$WALFS_TEST_NO_MOUNT" != 1 ]; then
       log "round $round: kill -9 of the walfs daemon ($WALFS_PID) and of PostgreSQL"
@@ -95,7 +49,7 @@ run_mode() {
       # The server may already be going down on its own (PANIC on a dead mount).
       pg_crash "$w" quiet
       wait "$WALFS_PID" 2>/dev/null || true
-      wait_load
+      pg_load_wait
       fusermount3 -u -z "$mnt" || fail "cannot detach the dead mount $mnt"
       pg_mount "$pool" "$mnt" "$mode"
       log "remounted after the kill: journal_replays=$(pg_walfs_counter "$mnt" journal_replays)" \
@@ -103,12 +57,12 @@ run_mode() {
     else
       log "round $round: kill -9 of PostgreSQL"
       pg_crash "$w"
-      wait_load
+      pg_load_wait
     fi
     pg_start "$w"
     (($(grep -c 'redo done' "$w/run/pg.log") > redos)) ||
       fail "round $round: no crash recovery (redo) after kill -9"
-    verify "$w"
+    pg_verify_committed "$w"
   done
 
   pg_stop "$w" fast

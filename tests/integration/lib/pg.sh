@@ -287,6 +287,62 @@ pg_bench_run() {
   echo "$txns $tps"
 }
 
+# Committed-id load: client loops that each insert ids one transaction at a time into
+# table `committed` (CREATE TABLE committed (id bigint PRIMARY KEY)) and log an id
+# client-side only after its COMMIT returned, i.e. after the server acknowledged it; plus a
+# pgbench run for WAL volume (needs pgbench -i). Used by the crash tests: after any crash,
+# every logged id must be in the table.
+PG_LOAD_LOGGERS=${PG_LOAD_LOGGERS:-3}
+PG_LOAD_PIDS=()
+
+# pg_load_start W ROUND: starts the loggers and pgbench in the background. Ids of logger c
+# in round r are r*10^8 + c*10^6 + n, logged to W/run/ids.r.c.
+pg_load_start() {
+  local w=$1 round=$2 c
+  PG_LOAD_PIDS=()
+  for ((c = 1; c <= PG_LOAD_LOGGERS; c++)); do
+    as_postgres bash -c '
+      run=$1 log=$2 base=$3 psql=$4 err=$5
+      for ((n = 1; ; n++)); do
+        id=$((base + n))
+        "$psql" -X -q -h "$run" -d postgres -v ON_ERROR_STOP=1 \
+          -c "INSERT INTO committed VALUES ($id)" >/dev/null 2>>"$err" || exit 0
+        echo "$id" >>"$log"
+      done' logger "$w/run" "$w/run/ids.$round.$c" $((round * 100000000 + c * 1000000)) \
+      "$PG_BIN/psql" "$w/run/logger.$round.$c.client.log" &
+    PG_LOAD_PIDS+=($!)
+  done
+  pg_bench "$w" -n -c 2 -j 1 -T 600 >"$w/run/load.$round.client.log" 2>&1 &
+  PG_LOAD_PIDS+=($!)
+}
+
+# pg_load_wait: waits for the loggers and pgbench to notice the server is gone and stop.
+pg_load_wait() {
+  local p
+  for p in "${PG_LOAD_PIDS[@]}"; do
+    wait "$p" || true
+  done
+  PG_LOAD_PIDS=()
+}
+
+# pg_verify_committed W [MIN]: with the server running, every id logged by any round is in
+# table `committed`; fails unless at least MIN (default 20) ids were logged. Prints
+# nothing; logs how many were checked and sets PG_IDS_CHECKED.
+pg_verify_committed() {
+  local w=$1 min=${2:-20} logged present missing n
+  logged=$w/run/logged.sorted
+  present=$w/run/present.sorted
+  cat "$w"/run/ids.* 2>/dev/null | sort -u >"$logged"
+  pg_sql "$w" 'SELECT id FROM committed' | sort -u >"$present"
+  n=$(wc -l <"$logged")
+  ((n >= min)) || fail "only $n ids were logged as committed: the load did not run"
+  missing=$(comm -23 "$logged" "$present" | head -n 20)
+  [ -z "$missing" ] ||
+    fail "$(comm -23 "$logged" "$present" | wc -l) of $n committed ids lost after the crash, e.g. $(echo $missing)"
+  PG_IDS_CHECKED=$n
+  log "all $n committed ids present ($(wc -l <"$present") rows)"
+}
+
 # pg_wal_dir W: the WAL directory (inside the mount).
 pg_wal_dir() { echo "$1/wal/pg_wal"; }
 

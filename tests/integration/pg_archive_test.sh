@@ -161,9 +161,7 @@ run_mode() {
   wait_for "archiving of $last after restart" 60 archived_up_to "$w" "$last"
   cmp "$arch/$last" "$mnt/pg_wal/$last" || fail "archived $last differs after restart"
 
-  pg_stop "$w" fast
-  pg_umount "$mnt"
-  pg_fsck "$pool"
+  pg_finish "$w" "$pool"
 }
 
 for mode in $WALFS_PG_MODES; do

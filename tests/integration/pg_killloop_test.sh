@@ -36,6 +36,9 @@ RANDOM=$SEED
 log "kill loop: $CYCLES cycles per mode, seed $SEED (WALFS_KILL_SEED=$SEED repeats the run)"
 
 SUMMARY=()
+# Logged by the startup process when it finds the cluster crashed (with or without WAL
+# to redo after the last checkpoint).
+RECOVERY='database system was not properly shut down; automatic recovery in progress'
 
 # kill_daemon MNT: kill -9 of the walfs daemon; waits for it and detaches the dead mount.
 kill_daemon() {
@@ -79,7 +82,7 @@ run_mode() {
     esac
     ms=$((200 + RANDOM % MAX_MS))
     from=$(redo_segment "$w")
-    redos=$(grep -c 'redo done' "$w/run/pg.log" || true)
+    redos=$(grep -c "$RECOVERY" "$w/run/pg.log" || true)
     lines=$(wc -l <"$w/run/pg.log")
     pg_load_start "$w" "$cycle"
     sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
@@ -128,14 +131,16 @@ run_mode() {
     pg_fsck "$pool"
     pg_mount "$pool" "$mnt" "$mode"
     pg_start "$w"
-    (($(grep -c 'redo done' "$w/run/pg.log") > redos)) ||
-      fail "cycle $cycle: no crash recovery (redo) after the kill"
-    pg_verify_committed "$w"
+    (($(grep -c "$RECOVERY" "$w/run/pg.log") > redos)) ||
+      fail "cycle $cycle: the restart after the kill ran no crash recovery"
+    # A short cycle on a busy machine may see no commit acknowledged; the whole run must.
+    pg_verify_committed "$w" 0
     # The redo segment read before the load may have been removed by a checkpoint during
     # it; then everything left is checked.
     [ -f "$mnt/pg_wal/$from" ] || from=$(pg_segments "$w" | sed -n 1p)
     pg_waldump_check "$w" "$from"
   done
+  ((PG_IDS_CHECKED >= 20)) || fail "only $PG_IDS_CHECKED ids were acknowledged in $CYCLES cycles: the load did not run"
 
   SUMMARY+=("mode $mode: $CYCLES cycles in $((SECONDS - t0)) s (kill -9 of postgres \
 ${kills[postgres]}, daemon ${kills[daemon]} (PostgreSQL stopped by itself $self_stops), \

@@ -29,12 +29,21 @@ uint32_t DirentType(format::InodeType t) {
 
 }  // namespace
 
-absl::StatusOr<std::pair<uint64_t, uint64_t>> Pool::NewEntry(format::InodeType type,
+absl::StatusOr<std::pair<uint64_t, uint64_t>> Pool::NewEntry(InodeId parent,
+                                                            format::InodeType type,
                                                             uint32_t mode,
                                                             const Caller& caller) {
   auto slot = NewDirentSlot();
   if (!slot.ok()) return slot.status();
-  auto ino = NewInode(type, mode, caller);
+  // A set-group-ID directory gives new entries its group, and new subdirectories the
+  // bit itself (POSIX; on FUSE the kernel leaves both to the file system).
+  Caller owner = caller;
+  const format::InodeRecord& dir = inodes_[parent]->rec;
+  if (dir.mode & S_ISGID) {
+    owner.gid = dir.gid;
+    if (type == format::InodeType::kDirectory) mode |= S_ISGID;
+  }
+  auto ino = NewInode(type, mode, owner);
   if (!ino.ok()) {
     free_slots_.push_back(*slot);
     return ino.status();
@@ -121,7 +130,7 @@ absl::StatusOr<Attr> Pool::Create(InodeId parent, std::string_view name, uint32_
     in->lookups.fetch_add(1);
     return MakeAttr(ino, *in);
   }
-  auto entry = NewEntry(format::InodeType::kRegular, mode, caller);
+  auto entry = NewEntry(parent, format::InodeType::kRegular, mode, caller);
   if (!entry.ok()) return entry.status();
   const auto [slot, ino] = *entry;
   if (IsWalSegmentName(name)) {
@@ -145,7 +154,7 @@ absl::StatusOr<Attr> Pool::Mkdir(InodeId parent, std::string_view name, uint32_t
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
-  auto entry = NewEntry(format::InodeType::kDirectory, mode, caller);
+  auto entry = NewEntry(parent, format::InodeType::kDirectory, mode, caller);
   if (!entry.ok()) return entry.status();
   const auto [slot, ino] = *entry;
   inodes_[ino]->parent_slot = slot;
@@ -167,7 +176,7 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
-  auto entry = NewEntry(format::InodeType::kSymlink, 0777, caller);
+  auto entry = NewEntry(parent, format::InodeType::kSymlink, 0777, caller);
   if (!entry.ok()) return entry.status();
   const auto [slot, ino] = *entry;
   Inode& in = *inodes_[ino];

@@ -130,11 +130,12 @@ class Pool {
   absl::StatusOr<uint64_t> NewInode(format::InodeType type, uint32_t mode, const Caller& c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<uint64_t> NewDirentSlot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A dirent slot and an inode for a new name: (slot, ino). DiscardEntry gives both back
-  // if the operation fails before CommitEntry; CommitEntry names the inode in one
-  // transaction (dirent, inode, parent times) and takes one lookup reference.
-  absl::StatusOr<std::pair<uint64_t, uint64_t>> NewEntry(format::InodeType type, uint32_t mode,
-                                                         const Caller& caller)
+  // A dirent slot and an inode for a new name in directory `parent`: (slot, ino), owned
+  // by `caller` (the group is the directory's if it is set-group-ID). DiscardEntry gives
+  // both back if the operation fails before CommitEntry; CommitEntry names the inode in
+  // one transaction (dirent, inode, parent times) and takes one lookup reference.
+  absl::StatusOr<std::pair<uint64_t, uint64_t>> NewEntry(InodeId parent, format::InodeType type,
+                                                         uint32_t mode, const Caller& caller)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DiscardEntry(uint64_t slot, uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Attr> CommitEntry(InodeId parent, std::string_view name, uint64_t slot,

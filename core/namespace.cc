@@ -74,7 +74,7 @@ absl::StatusOr<Attr> Pool::CommitEntry(InodeId parent, std::string_view name, ui
 
 absl::StatusOr<Attr> Pool::Lookup(InodeId parent, std::string_view name) {
   if (name.size() > format::kMaxNameLength) return PosixError("lookup", ENAMETOOLONG);
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   uint64_t ino;
@@ -90,14 +90,14 @@ absl::StatusOr<Attr> Pool::Lookup(InodeId parent, std::string_view name) {
   }
   Inode* in = inodes_[ino].get();
   in->lookups.fetch_add(1);
-  absl::ReaderMutexLock il(&in->mu);
+  ReaderMutexLock il(&in->mu);
   return MakeAttr(ino, *in);
 }
 
 void Pool::Forget(InodeId ino, uint64_t nlookup) {
   bool reclaim = false;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     Inode* in = Find(ino);
     if (in == nullptr) return;
     const uint64_t before = in->lookups.load();
@@ -108,10 +108,10 @@ void Pool::Forget(InodeId ino, uint64_t nlookup) {
 }
 
 absl::StatusOr<Attr> Pool::GetAttr(InodeId ino) {
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   auto in = Get(ino);
   if (!in.ok()) return in.status();
-  absl::ReaderMutexLock il(&(*in)->mu);
+  ReaderMutexLock il(&(*in)->mu);
   return MakeAttr(ino, **in);
 }
 
@@ -119,7 +119,7 @@ absl::StatusOr<Attr> Pool::Create(InodeId parent, std::string_view name, uint32_
                                   const Caller& caller, bool exclusive) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if (auto it = (*dir)->names.find(AsKey(name)); it != (*dir)->names.end()) {
@@ -150,7 +150,7 @@ absl::StatusOr<Attr> Pool::Mkdir(InodeId parent, std::string_view name, uint32_t
                                  const Caller& caller) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
@@ -172,7 +172,7 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
                                    " bytes"),
                       ENAMETOOLONG);
   }
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
@@ -186,7 +186,7 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
 }
 
 absl::StatusOr<std::string> Pool::Readlink(InodeId ino) {
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   auto in = Get(ino);
   if (!in.ok()) return in.status();
   const auto& r = (*in)->rec;
@@ -197,7 +197,7 @@ absl::StatusOr<std::string> Pool::Readlink(InodeId ino) {
 absl::StatusOr<Attr> Pool::Link(InodeId ino, InodeId new_parent, std::string_view new_name) {
   if (absl::Status s = ValidateName(new_name); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto in = Get(ino);
   if (!in.ok()) return in.status();
   if (IsDir((*in)->rec)) return PosixError("link to a directory", EPERM);
@@ -227,7 +227,7 @@ absl::Status Pool::Unlink(InodeId parent, std::string_view name) {
   if (absl::Status s = Writable(); !s.ok()) return s;
   std::vector<uint64_t> reclaim;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     auto dir = GetDir(parent);
     if (!dir.ok()) return dir.status();
     auto it = (*dir)->names.find(AsKey(name));
@@ -254,7 +254,7 @@ absl::Status Pool::Rmdir(InodeId parent, std::string_view name) {
   if (absl::Status s = Writable(); !s.ok()) return s;
   std::vector<uint64_t> reclaim;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     auto dir = GetDir(parent);
     if (!dir.ok()) return dir.status();
     auto it = (*dir)->names.find(AsKey(name));
@@ -289,7 +289,7 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
   if (absl::Status s = Writable(); !s.ok()) return s;
   std::vector<uint64_t> reclaim;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     auto src_dir = GetDir(parent);
     if (!src_dir.ok()) return src_dir.status();
     auto dst_dir = GetDir(new_parent);
@@ -386,7 +386,7 @@ absl::StatusOr<Attr> Pool::Setattr(InodeId ino, const SetattrRequest& request) {
   std::vector<uint64_t> reclaim;
   Attr attr;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     auto in = Get(ino);
     if (!in.ok()) return in.status();
     auto& r = (*in)->rec;
@@ -415,7 +415,7 @@ absl::StatusOr<Attr> Pool::Setattr(InodeId ino, const SetattrRequest& request) {
 
 absl::Status Pool::Readdir(InodeId ino, uint64_t cookie,
                            const std::function<bool(const DirEntry&)>& fn) {
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   auto dir = Get(ino);
   if (!dir.ok()) return dir.status();
   if (!IsDir((*dir)->rec)) return PosixError("readdir", ENOTDIR);

@@ -24,10 +24,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "core/allocator.h"
 #include "core/format.h"
 #include "core/journal.h"
+#include "core/mutex.h"
 #include "core/persistent_region.h"
 #include "core/wal_directory.h"
 
@@ -97,7 +97,7 @@ class Pool {
     std::set<uint64_t> slots;
     uint64_t parent_slot = UINT64_MAX;  // a directory's own dirent (root: none)
 
-    absl::Mutex mu;
+    Mutex mu;
     // Not yet durable (msync mode): file bytes [dirty_lo, dirty_hi) and record fields.
     uint64_t dirty_lo ABSL_GUARDED_BY(mu) = UINT64_MAX;
     uint64_t dirty_hi ABSL_GUARDED_BY(mu) = 0;
@@ -183,7 +183,7 @@ class Pool {
   const DurabilityMode mode_;
   const bool read_only_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<Inode>> inodes_ ABSL_GUARDED_BY(mu_);  // index = ino
   std::vector<uint64_t> free_inodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Dirent> dirents_ ABSL_GUARDED_BY(mu_);  // slot -> entry
@@ -195,7 +195,7 @@ class Pool {
   };
   ZeroTail pending_zero_ ABSL_GUARDED_BY(mu_);
 
-  absl::Mutex journal_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  Mutex journal_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::unique_ptr<Journal> journal_ ABSL_GUARDED_BY(journal_mu_);
 
   struct AtomicCounters {

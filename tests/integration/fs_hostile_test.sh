@@ -54,7 +54,8 @@ run_group() {
 
 run_suite() {
   local label=$1 pool=$2 mnt=$WORK/mnt-$1
-  make_pool "$pool" 64M
+  # Few inodes, so that exhausting them (group nodes) is quick.
+  make_pool "$pool" 64M --inodes 256
   mount_walfs "$pool" "$mnt" -o allow_other,default_permissions
   cp "$WORK/before" "$mnt/before"
   mkdir "$mnt/dir"

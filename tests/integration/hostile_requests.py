@@ -124,7 +124,7 @@ def names(m):
     for raw in odd:
         name = raw if isinstance(raw, bytes) else raw.encode()
         expect(f"odd name {name!r} not listed back", name in listed)
-    check("create '..'-like name with 256 bytes of multibyte UTF-8",
+    check("create a 256-byte name of 2-byte UTF-8 characters",
           lambda: write_file(os.path.join(t, "é" * 128), b""), errno.ENAMETOOLONG)
 
 

@@ -58,6 +58,7 @@ class Worker:
         self.next_tag = wid * 1_000_000
         self.ops = 0
         self.errors = []
+        self.hot_fd = None
 
     def fail(self, what):
         self.errors.append(f"worker {self.wid}: {what}")
@@ -203,6 +204,25 @@ class Worker:
         if self.rng.random() < 0.5:
             os.unlink(seg)
 
+    def hot_op(self):
+        # Every thread on one file at once: sizes change under concurrent reads, writes,
+        # truncates and stats, the densest overlap of requests on one inode.
+        if self.hot_fd is None:
+            self.hot_fd = os.open(os.path.join(self.shared, "hot"), os.O_RDWR | os.O_CREAT,
+                                  0o644)
+        r = self.rng.random()
+        if r < 0.4:
+            os.pwrite(self.hot_fd, b"h" * self.rng.choice([1, 100, 5000]),
+                      self.rng.randrange(0, 1 << 18))
+        elif r < 0.7:
+            os.pread(self.hot_fd, 8192, self.rng.randrange(0, 1 << 18))
+        elif r < 0.8:
+            os.ftruncate(self.hot_fd, self.rng.randrange(0, 1 << 17))
+        elif r < 0.9:
+            os.fstat(self.hot_fd)
+        else:
+            os.fdatasync(self.hot_fd)
+
     def step(self):
         if len(self.files) >= 40:  # bounded: the pool must not fill up
             self.own_unlink()
@@ -222,8 +242,10 @@ class Worker:
             self.own_list()
         elif r < 0.66:
             self.segment_op()
-        else:
+        elif r < 0.80:
             self.shared_op()
+        else:
+            self.hot_op()
 
     def run(self):
         os.makedirs(self.own, exist_ok=True)
@@ -235,6 +257,8 @@ class Worker:
                         not os.fsdecode(e.filename).startswith(self.shared):
                     self.fail(f"{e}")
             self.ops += 1
+        if self.hot_fd is not None:
+            os.close(self.hot_fd)
         for name in list(self.files):
             self.own_verify()
         self.own_list()

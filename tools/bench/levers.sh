@@ -19,7 +19,7 @@
 #     --insert-clients N   clients of the 1 KiB insert workload (default 8)
 #     --bulk-segments N    WAL segments the bulk load writes, wal_init_zero=on (default 10)
 #     --seg-count N        segments per walfs_segbench run (default 16)
-#     --pool-size SIZE     pool size per setting (default 1G)
+#     --pool-size SIZE     pool size per setting (default 512M; mkfs.walfs writes all of it)
 #     --out DIR            results dir (default /var/tmp/walfs-levers-YYYYmmdd-HHMMSS):
 #                          levers.txt, levers.md, raw.tsv, machine.txt, logs/
 #     --build-dir DIR      CMake build dir (default ./build)
@@ -36,7 +36,7 @@ BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
 SOURCE_DIR=$(cd "$BENCH_DIR/../.." && pwd)
 
 # id|lever|setting|baseline id|pmem (1) or msync (0)|mount options|WALFS_EXPERIMENT
-LEVER_TABLE='default|(baseline)|defaults: direct_io, durability=auto, threads=4, clone_fd, max_write=1M, timeouts 86400 s, zero elision|default|1||
+LEVER_TABLE='default|(baseline)|all defaults (walfs(8))|default|1||
 page_cache|direct_io|off: page cache, write-through (experiment)|default|1||page_cache
 strict|fsync/fsyncdir ENOSYS|off: durability=strict (each fsync served)|default|1|durability=strict|
 msync|O_DSYNC honoured (msync)|on: msync mode defaults (baseline of this lever)|msync|0||
@@ -61,7 +61,7 @@ PGBENCH_CLIENTS="1 4"
 INSERT_CLIENTS=8
 BULK_SEGMENTS=10
 SEG_COUNT=16
-POOL_SIZE=1G
+POOL_SIZE=512M
 OUT_DIR=
 BUILD_DIR_ARG=
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }

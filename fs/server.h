@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/wal_directory.h"
+#include "fs/options.h"
 
 namespace walfs::fs {
 
@@ -19,10 +20,10 @@ struct ServerConfig {
   bool strict = false;     // durability=strict
   bool read_only = false;
   unsigned threads = 1;
-  // What the kernel is told (fs/options.h has the defaults and limits).
-  unsigned max_write = 1u << 20;
-  double entry_timeout = 86400.0;  // also for negative entries
-  double attr_timeout = 86400.0;
+  // What the kernel is told (the mount options of the same names).
+  unsigned max_write = kMaxWriteLimit;
+  double entry_timeout = kDefaultCacheTimeout;  // also for negative entries
+  double attr_timeout = kDefaultCacheTimeout;
   // Benchmark experiments (Experiments in fs/options.h); false in every deployment.
   bool page_cache = false;    // open files without direct_io
   bool ignore_dsync = false;  // treat O_DSYNC/O_SYNC writes as plain writes

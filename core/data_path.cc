@@ -200,7 +200,7 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
           const char* src = data.data() + pos;
           // Zero elision: allocated bytes past EOF already read as zero (format.h), so
           // PostgreSQL's zero-fill of a new segment costs no stores.
-          if (offset + pos >= old_size && AllZero(src, n)) return;
+          if (zero_elision_ && offset + pos >= old_size && AllZero(src, n)) return;
           region_->Store(pool_off, src, n);
           if (persist) region_->Flush(pool_off, n);
         });

@@ -45,6 +45,7 @@ Pool::Pool(std::unique_ptr<PersistentRegion> region, const format::Superblock& s
       sb_(sb),
       mode_(region_->is_pmem() ? DurabilityMode::kPmem : DurabilityMode::kMsync),
       read_only_(options.read_only),
+      zero_elision_(options.zero_elision),
       alloc_(sb.data_blocks) {}
 
 Pool::~Pool() = default;

@@ -182,6 +182,7 @@ class Pool {
   const format::Superblock sb_;
   const DurabilityMode mode_;
   const bool read_only_;
+  const bool zero_elision_;
 
   mutable Mutex mu_;
   std::vector<std::unique_ptr<Inode>> inodes_ ABSL_GUARDED_BY(mu_);  // index = ino

@@ -106,6 +106,9 @@ struct Counters {
 
 struct OpenOptions {
   bool read_only = false;  // no recovery writes; every mutation fails with EROFS
+  // Skip storing zeros written past EOF into allocated space, which already reads as
+  // zero (format.h). Turned off only to measure what it saves (tools/bench/levers.sh).
+  bool zero_elision = true;
 };
 
 enum RenameFlags : uint32_t {

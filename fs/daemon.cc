@@ -2,6 +2,7 @@
 #include "fs/daemon.h"
 
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <memory>
@@ -11,6 +12,7 @@
 #include <fuse_lowlevel.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/persistent_region.h"
 #include "core/wal_directory.h"
 #include "fs/daemonize.h"
@@ -69,22 +71,42 @@ std::string DurabilityText(const core::WalDirectory& dir, const Options& options
                       options.durability == Durability::kStrict ? ", durability=strict" : "");
 }
 
-int Serve(fuse_session* se, unsigned threads) {
-  if (threads <= 1) return fuse_session_loop(se);
+int Serve(fuse_session* se, const Options& options) {
+  if (options.threads <= 1) return fuse_session_loop(se);
   std::unique_ptr<fuse_loop_config, LoopConfigDeleter> config(fuse_loop_cfg_create());
-  // clone_fd: each worker reads requests from its own clone of /dev/fuse, instead of
-  // all of them waking on one fd.
-  fuse_loop_cfg_set_clone_fd(config.get(), 1);
-  fuse_loop_cfg_set_max_threads(config.get(), threads);
-  // Idle workers are kept: PostgreSQL's traffic comes in bursts (commits), and
-  // creating a thread per burst costs more than a few idle stacks.
-  fuse_loop_cfg_set_idle_threads(config.get(), threads);
+  // clone_fd (default): each worker reads requests from its own clone of /dev/fuse,
+  // instead of all of them waking on one fd.
+  fuse_loop_cfg_set_clone_fd(config.get(), options.clone_fd ? 1 : 0);
+  fuse_loop_cfg_set_max_threads(config.get(), options.threads);
+  // Idle workers are kept by default: PostgreSQL's traffic comes in bursts (commits),
+  // and creating a thread per burst costs more than a few idle stacks.
+  fuse_loop_cfg_set_idle_threads(
+      config.get(), options.max_idle_threads > 0 ? options.max_idle_threads : options.threads);
   return fuse_session_loop_mt(se, config.get());
+}
+
+// The benchmark experiments in force (none unless built with WALFS_BENCH_EXPERIMENTS
+// and WALFS_EXPERIMENT is set).
+absl::StatusOr<Experiments> ExperimentsFromEnvironment() {
+  const char* value = getenv("WALFS_EXPERIMENT");
+  if (value == nullptr || *value == '\0') return Experiments{};
+  if (!kExperimentsBuilt) {
+    Log(LOG_WARNING, "WALFS_EXPERIMENT is ignored: this walfs was built without "
+                     "WALFS_BENCH_EXPERIMENTS");
+    return Experiments{};
+  }
+  return ParseExperiments(value);
 }
 
 }  // namespace
 
 int RunDaemon(const Options& options) {
+  // Abseil's Mutex records every acquisition in a lock graph to detect lock-order
+  // cycles unless told not to (Debian's libabsl does so by default). That cost about a
+  // quarter of the daemon's user-space instructions per 8 KiB write (two locks per
+  // write, tools/bench/write_profile.sh); the lock order is exercised by the unit and
+  // crash tests, which keep the detection on.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   SetDebugLogging(options.debug);
   RouteFuseLogging();
 
@@ -102,6 +124,17 @@ int RunDaemon(const Options& options) {
     return 1;
   }
 
+  absl::StatusOr<Experiments> experiments = ExperimentsFromEnvironment();
+  if (!experiments.ok()) {
+    Log(LOG_ERR, "%s", std::string(experiments.status().message()).c_str());
+    return 1;
+  }
+  if (experiments->any()) {
+    Log(LOG_WARNING,
+        "benchmark experiments in force (WALFS_EXPERIMENT=%s): not for real data",
+        getenv("WALFS_EXPERIMENT"));
+  }
+
   std::unique_ptr<core::WalDirectory> dir;
   {
     TerminationSignalsBlocked blocked;
@@ -113,7 +146,9 @@ int RunDaemon(const Options& options) {
       return 1;
     }
     absl::StatusOr<std::unique_ptr<core::WalDirectory>> opened =
-        core::WalDirectory::Open(std::move(*region), {.read_only = options.read_only});
+        core::WalDirectory::Open(std::move(*region),
+                                 {.read_only = options.read_only,
+                                  .zero_elision = !experiments->no_zero_elision});
     if (!opened.ok()) {
       Log(LOG_ERR, "cannot open pool %s: %s", options.pool.c_str(),
           std::string(opened.status().message()).c_str());
@@ -126,7 +161,12 @@ int RunDaemon(const Options& options) {
                                    .mountpoint = options.mountpoint,
                                    .strict = options.durability == Durability::kStrict,
                                    .read_only = options.read_only,
-                                   .threads = options.threads});
+                                   .threads = options.threads,
+                                   .max_write = options.max_write,
+                                   .entry_timeout = options.entry_timeout,
+                                   .attr_timeout = options.attr_timeout,
+                                   .page_cache = experiments->page_cache,
+                                   .ignore_dsync = experiments->ignore_dsync});
 
   std::vector<std::string> arg_strings = FuseSessionArgs(options);
   std::vector<char*> argv;
@@ -187,7 +227,7 @@ int RunDaemon(const Options& options) {
     Log(LOG_WARNING, "%s", s.ToString().c_str());
   }
 
-  int loop = Serve(se.get(), options.threads);
+  int loop = Serve(se.get(), options);
 
   (void)SdNotify("STOPPING=1");
   fuse_session_unmount(se.get());

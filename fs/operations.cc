@@ -28,17 +28,16 @@
 namespace walfs::fs {
 namespace {
 
-// walfs is the only writer of its namespace and the kernel invalidates what its own
-// requests change (size after a write, nlink after an unlink, the parent after a
-// create), so entries, negative entries and attributes can be cached for long:
-// PostgreSQL probes segment names that do not exist (expecting ENOENT) and stats
-// archive_status names constantly.
-constexpr double kCacheTimeout = 86400.0;
-
-// 1 MiB: PostgreSQL writes up to ~1 MiB of WAL per call and zero-fills 16 MiB segments.
-// libfuse 3.14 sizes its request buffers for max_pages 256 (1 MiB of 4 KiB pages) and
-// sends max_pages to kernels that take it (7.28+), so this is the most it can accept.
-constexpr unsigned kMaxWrite = 1u << 20;
+// Entries, negative entries and attributes are cached for entry_timeout/attr_timeout
+// (a day by default, fs/options.h): walfs is the only writer of its namespace and the
+// kernel invalidates what its own requests change (size after a write, nlink after an
+// unlink, the parent after a create), while PostgreSQL probes segment names that do not
+// exist (expecting ENOENT) and stats archive_status names constantly.
+//
+// max_write is 1 MiB by default: PostgreSQL writes up to ~1 MiB of WAL per call and
+// zero-fills 16 MiB segments. libfuse 3.14 sizes its request buffers for max_pages 256
+// (1 MiB of 4 KiB pages) and sends max_pages to kernels that take it (7.28+), so this is
+// the most it can accept.
 
 // A write or fsync must never fail with EINTR (PostgreSQL PANICs). Interrupts are never
 // looked at (no fuse_req_interrupt_func), so EINTR could only come from a system call
@@ -110,13 +109,13 @@ struct stat ToStat(const core::Attr& a) {
   return st;
 }
 
-fuse_entry_param ToEntry(const core::Attr& a) {
+fuse_entry_param ToEntry(const core::Attr& a, const ServerConfig& config) {
   fuse_entry_param e{};
   e.ino = a.ino;
   e.generation = a.generation;
   e.attr = ToStat(a);
-  e.attr_timeout = kCacheTimeout;
-  e.entry_timeout = kCacheTimeout;
+  e.attr_timeout = config.attr_timeout;
+  e.entry_timeout = config.entry_timeout;
   return e;
 }
 
@@ -128,8 +127,9 @@ void ReplyEntry(fuse_req_t req, const absl::StatusOr<core::Attr>& attr, const ch
     fuse_reply_err(req, StatusToErrno(attr.status(), op, parent));
     return;
   }
-  fuse_entry_param e = ToEntry(*attr);
-  if (fuse_reply_entry(req, &e) != 0) GetServer(req).dir().Forget(attr->ino, 1);
+  Server& server = GetServer(req);
+  fuse_entry_param e = ToEntry(*attr, server.config());
+  if (fuse_reply_entry(req, &e) != 0) server.dir().Forget(attr->ino, 1);
 }
 
 // direct_io on every regular file, for three reasons:
@@ -142,11 +142,12 @@ void ReplyEntry(fuse_req_t req, const absl::StatusOr<core::Attr>& attr, const ch
 //  - Coherence: mixing cached and direct handles on one inode lets a cached reader see
 //    stale pages after a direct write. All-direct has no such case.
 // The price is that shared writable mmap is refused (ENODEV) by the kernel; nothing
-// PostgreSQL or its tools do on pg_wal maps files.
-void OpenHandle(fuse_file_info* fi) {
+// PostgreSQL or its tools do on pg_wal maps files. (The page_cache experiment turns it
+// off to measure what it costs; writeback caching stays off, see WalfsInit.)
+void OpenHandle(fuse_file_info* fi, const ServerConfig& config) {
   auto* handle = new FileHandle{.open_flags = fi->flags};
   handle->AttachTo(fi);
-  fi->direct_io = 1;
+  fi->direct_io = config.page_cache ? 0 : 1;
   fi->keep_cache = 0;
 }
 
@@ -169,7 +170,7 @@ auto RetryInterrupted(F&& f) {
 // --- session ---------------------------------------------------------------------
 
 void WalfsInit(void* userdata, fuse_conn_info* conn) {
-  (void)userdata;
+  const ServerConfig& config = static_cast<Server*>(userdata)->config();
   // No writeback cache: a write must reach the pool (and on PMEM be durable) before
   // write(2) returns; with the cache the kernel would acknowledge it from its page cache.
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
@@ -189,7 +190,7 @@ void WalfsInit(void* userdata, fuse_conn_info* conn) {
   // PARALLEL_DIROPS, ASYNC_READ and ASYNC_DIO stay as libfuse set them (on when the
   // kernel has them): WalDirectory takes concurrent calls. No lock support is offered,
   // so the kernel keeps POSIX and flock locks local, which is right for one host.
-  conn->max_write = kMaxWrite;
+  conn->max_write = config.max_write;
   conn->time_gran = 1;
   Log(LOG_INFO, "FUSE protocol %u.%u, max_write %u", conn->proto_major, conn->proto_minor,
       conn->max_write);
@@ -207,7 +208,7 @@ void WalfsLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (!attr.ok() && core::ErrnoFromStatus(attr.status()) == ENOENT) {
     // A negative entry (ino 0) the kernel caches like a positive one.
     fuse_entry_param e{};
-    e.entry_timeout = kCacheTimeout;
+    e.entry_timeout = GetServer(req).config().entry_timeout;
     fuse_reply_entry(req, &e);
     return;
   }
@@ -233,7 +234,7 @@ void WalfsGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return;
   }
   struct stat st = ToStat(*attr);
-  fuse_reply_attr(req, &st, kCacheTimeout);
+  fuse_reply_attr(req, &st, GetServer(req).config().attr_timeout);
 }
 
 void WalfsSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
@@ -266,7 +267,7 @@ void WalfsSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
     return;
   }
   struct stat st = ToStat(*result);
-  fuse_reply_attr(req, &st, kCacheTimeout);
+  fuse_reply_attr(req, &st, GetServer(req).config().attr_timeout);
 }
 
 void WalfsReadlink(fuse_req_t req, fuse_ino_t ino) {
@@ -334,7 +335,8 @@ void WalfsRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t
 
 void WalfsCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                  fuse_file_info* fi) {
-  core::WalDirectory& dir = GetServer(req).dir();
+  const Server& server = GetServer(req);
+  core::WalDirectory& dir = server.dir();
   bool exclusive = (fi->flags & O_EXCL) != 0;
   absl::StatusOr<core::Attr> attr =
       dir.Create(parent, name, mode & 07777, GetCaller(req), exclusive);
@@ -354,8 +356,8 @@ void WalfsCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mod
     }
     attr = truncated;
   }
-  OpenHandle(fi);
-  fuse_entry_param e = ToEntry(*attr);
+  OpenHandle(fi, server.config());
+  fuse_entry_param e = ToEntry(*attr, server.config());
   if (fuse_reply_create(req, &e, fi) != 0) {
     dir.Forget(attr->ino, 1);
     delete FileHandle::From(fi);
@@ -373,7 +375,7 @@ void WalfsOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       return;
     }
   }
-  OpenHandle(fi);
+  OpenHandle(fi, GetServer(req).config());
   if (fuse_reply_open(req, fi) != 0) delete FileHandle::From(fi);
 }
 
@@ -393,8 +395,9 @@ void WalfsRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
 
 void WalfsWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
                 fuse_file_info* fi) {
-  bool sync = FileHandle::From(fi)->SyncWrite(fi->flags);
-  core::WalDirectory& dir = GetServer(req).dir();
+  const Server& server = GetServer(req);
+  bool sync = FileHandle::From(fi)->SyncWrite(fi->flags) && !server.config().ignore_dsync;
+  core::WalDirectory& dir = server.dir();
   absl::StatusOr<size_t> n = RetryInterrupted([&] {
     return dir.Write(ino, static_cast<uint64_t>(off), absl::MakeConstSpan(buf, size), sync);
   });
@@ -535,7 +538,7 @@ void WalfsReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     } else {
       absl::StatusOr<core::Attr> attr = dir.Lookup(ino, p.name);
       if (!attr.ok()) continue;  // renamed or unlinked since Readdir saw it
-      e = ToEntry(*attr);
+      e = ToEntry(*attr, GetServer(req).config());
     }
     size_t need = fuse_add_direntry_plus(req, buffer.data() + used, size - used,
                                          p.name.c_str(), &e, static_cast<off_t>(p.next_cookie));

@@ -5,8 +5,11 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -56,6 +59,31 @@ std::string EscapeFuseOption(std::string_view value) {
   return out;
 }
 
+// A week: the kernel keeps timeouts in jiffies; anything longer is no different for a
+// mount whose namespace only walfs changes.
+constexpr double kMaxCacheTimeout = 7 * 86400.0;
+
+// "N", "NK"/"NKiB", "NM"/"NMiB" (1024-based), as mkfs.walfs takes sizes.
+bool ParseByteCount(const std::string& text, uint64_t* out) {
+  std::string digits = text;
+  uint64_t unit = 1;
+  for (auto [suffix, factor] : {std::pair<const char*, uint64_t>{"KiB", 1024},
+                                {"MiB", 1024 * 1024},
+                                {"K", 1024},
+                                {"M", 1024 * 1024}}) {
+    std::string_view sv(digits);
+    if (sv.ends_with(suffix)) {
+      digits.resize(digits.size() - std::strlen(suffix));
+      unit = factor;
+      break;
+    }
+  }
+  uint64_t n = 0;
+  if (digits.empty() || !absl::SimpleAtoi(digits, &n) || n > UINT64_MAX / unit) return false;
+  *out = n * unit;
+  return true;
+}
+
 // Abseil's string_view here is its own type, so strings handed to absl are std::string.
 absl::Status ApplyOption(const std::string& option, Options& options) {
   if (option.empty()) return absl::OkStatus();
@@ -103,6 +131,40 @@ absl::Status ApplyOption(const std::string& option, Options& options) {
           option, "'"));
     }
     options.threads = n;
+    return absl::OkStatus();
+  }
+  if (key == "max_idle_threads") {
+    unsigned n = 0;
+    if (!has_value || !absl::SimpleAtoi(value, &n) || n < 1 || n > kMaxThreads) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mount option max_idle_threads=N needs a number from 1 to ", kMaxThreads,
+          ", got '", option, "'"));
+    }
+    options.max_idle_threads = n;
+    return absl::OkStatus();
+  }
+  if (key == "clone_fd" || key == "noclone_fd") {
+    options.clone_fd = key == "clone_fd";
+    return no_value();
+  }
+  if (key == "max_write") {
+    uint64_t n = 0;
+    if (!has_value || !ParseByteCount(value, &n) || n < kMinWrite || n > kMaxWriteLimit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mount option max_write=N needs a size from ", kMinWrite, " to ", kMaxWriteLimit,
+          " bytes (K and M suffixes allowed), got '", option, "'"));
+    }
+    options.max_write = static_cast<unsigned>(n);
+    return absl::OkStatus();
+  }
+  if (key == "entry_timeout" || key == "attr_timeout") {
+    double t = 0;
+    if (!has_value || !absl::SimpleAtod(value, &t) || !(t >= 0) || t > kMaxCacheTimeout) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mount option ", key, "=SECS needs a number of seconds from 0 to ",
+          kMaxCacheTimeout, ", got '", option, "'"));
+    }
+    (key == "entry_timeout" ? options.entry_timeout : options.attr_timeout) = t;
     return absl::OkStatus();
   }
   if (key == "durability") {
@@ -184,6 +246,11 @@ absl::StatusOr<Options> ParseCommandLine(int argc, const char* const* argv) {
         "expected POOL and MOUNTPOINT, got ", positional.size(), " argument(s)",
         positional.empty() ? "" : ": ", absl::StrJoin(positional, " ")));
   }
+  if (options.max_idle_threads > options.threads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mount option max_idle_threads=", options.max_idle_threads,
+        " exceeds threads=", options.threads));
+  }
   options.pool = Absolute(positional[0]);
   options.mountpoint = Absolute(positional[1]);
   return options;
@@ -209,6 +276,12 @@ std::string Usage(const std::string& program) {
       "  threads=N           FUSE worker threads, 1..",
       kMaxThreads, " (default ", kDefaultThreads,
       ")\n"
+      "  max_idle_threads=N  idle workers kept (default: threads, none exit)\n"
+      "  clone_fd            each worker reads its own clone of /dev/fuse (default)\n"
+      "  noclone_fd          all workers read one /dev/fuse fd\n"
+      "  max_write=N         largest write request, 4K..1M (default 1M)\n"
+      "  entry_timeout=SECS  kernel caching of names and negative lookups\n"
+      "  attr_timeout=SECS   kernel caching of attributes (both default 86400)\n"
       "  durability=auto     on PMEM, writes are durable before their reply and fsync\n"
       "                      costs nothing (default)\n"
       "  durability=strict   every fsync is sent to walfs and persists for real\n"
@@ -216,6 +289,29 @@ std::string Usage(const std::string& program) {
       "  subtype=NAME        file system type fuse.NAME (default: walfs)\n"
       "Options mount(8) adds (rw, nodev, nosuid, noatime, nofail, _netdev, defaults,\n"
       "x-systemd.*, ...) are ignored.\n");
+}
+
+absl::StatusOr<Experiments> ParseExperiments(const std::string& list) {
+  Experiments e;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string name = list.substr(start, comma - start);
+    if (name == "page_cache") {
+      e.page_cache = true;
+    } else if (name == "ignore_dsync") {
+      e.ignore_dsync = true;
+    } else if (name == "no_zero_elision") {
+      e.no_zero_elision = true;
+    } else if (!name.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WALFS_EXPERIMENT: unknown switch '", name,
+          "' (known: page_cache, ignore_dsync, no_zero_elision)"));
+    }
+    start = comma + 1;
+  }
+  return e;
 }
 
 std::vector<std::string> FuseSessionArgs(const Options& options) {

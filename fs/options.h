@@ -12,6 +12,15 @@
 //   ro                   mount read-only; the pool is opened without recovery writes
 //   noexec               passed to the kernel
 //   threads=N            FUSE worker threads, 1..64 (default 4); -s is threads=1
+//   max_idle_threads=N   idle workers kept instead of exiting, 1..threads (default:
+//                        threads, i.e. none exit)
+//   clone_fd, noclone_fd each worker reads /dev/fuse through its own clone of the fd
+//                        (default) or all workers share one
+//   max_write=N          largest WRITE the kernel sends, 4096..1048576 bytes, K/M
+//                        suffixes allowed (default 1M)
+//   entry_timeout=SECS   how long the kernel caches names and negative lookups
+//   attr_timeout=SECS    how long the kernel caches attributes (both default 86400;
+//                        0 asks walfs every time)
 //   durability=auto|strict
 //                        auto: on PMEM every write is durable before its reply, so
 //                        FSYNC/FSYNCDIR/FLUSH are answered ENOSYS once and the kernel
@@ -42,6 +51,13 @@ enum class Durability {
 
 inline constexpr unsigned kDefaultThreads = 4;
 inline constexpr unsigned kMaxThreads = 64;
+// libfuse 3.14 sizes its request buffers for 256 pages (1 MiB of 4 KiB pages), so a
+// larger max_write could not be received.
+inline constexpr unsigned kMaxWriteLimit = 1u << 20;
+inline constexpr unsigned kMinWrite = 4096;
+// walfs is the only writer of its namespace and the kernel invalidates what its own
+// requests change, so names and attributes may be cached for a day (fs/operations.cc).
+inline constexpr double kDefaultCacheTimeout = 86400.0;
 
 struct Options {
   std::string pool;        // absolute
@@ -53,6 +69,11 @@ struct Options {
   bool read_only = false;
   bool noexec = false;
   unsigned threads = kDefaultThreads;
+  unsigned max_idle_threads = 0;  // 0: as many as threads
+  bool clone_fd = true;
+  unsigned max_write = kMaxWriteLimit;
+  double entry_timeout = kDefaultCacheTimeout;
+  double attr_timeout = kDefaultCacheTimeout;
   Durability durability = Durability::kAuto;
   std::string fsname;  // empty: the pool path
   std::string subtype = "walfs";
@@ -65,6 +86,27 @@ struct Options {
 // Parses argv (argv[0] is the program name). InvalidArgument says what is wrong.
 // With -h/--help or -V/--version the positional arguments are not required.
 absl::StatusOr<Options> ParseCommandLine(int argc, const char* const* argv);
+
+// Switches for measuring the benchmark levers that are not mount options because no
+// deployment should use them (tools/bench/levers.sh). They exist only in a build
+// configured with -DWALFS_BENCH_EXPERIMENTS=ON, where the daemon reads them from the
+// environment variable WALFS_EXPERIMENT (comma-separated names below); other builds
+// ignore it.
+struct Experiments {
+  bool page_cache = false;   // "page_cache": no direct_io (page cache, write-through)
+  bool ignore_dsync = false; // "ignore_dsync": O_DSYNC/O_SYNC writes not persisted
+                             // before their reply (unsafe in msync mode)
+  bool no_zero_elision = false;  // "no_zero_elision": store the zeros of a zero-fill
+  bool any() const { return page_cache || ignore_dsync || no_zero_elision; }
+};
+inline constexpr bool kExperimentsBuilt =
+#ifdef WALFS_BENCH_EXPERIMENTS
+    true;
+#else
+    false;
+#endif
+// Parses a WALFS_EXPERIMENT value; InvalidArgument names an unknown switch.
+absl::StatusOr<Experiments> ParseExperiments(const std::string& list);
 
 // The usage text for `program`.
 std::string Usage(const std::string& program);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/wal_directory.h"
+#include "fs/options.h"
 
 namespace walfs::fs {
 
@@ -19,6 +20,13 @@ struct ServerConfig {
   bool strict = false;     // durability=strict
   bool read_only = false;
   unsigned threads = 1;
+  // What the kernel is told (the mount options of the same names).
+  unsigned max_write = kMaxWriteLimit;
+  double entry_timeout = kDefaultCacheTimeout;  // also for negative entries
+  double attr_timeout = kDefaultCacheTimeout;
+  // Benchmark experiments (Experiments in fs/options.h); false in every deployment.
+  bool page_cache = false;    // open files without direct_io
+  bool ignore_dsync = false;  // treat O_DSYNC/O_SYNC writes as plain writes
 };
 
 class Server {
@@ -38,6 +46,8 @@ class Server {
   // True when FLUSH (sent at every close) is answered ENOSYS: close promises no
   // durability in either mode, so only durability=strict keeps the round trip.
   bool flush_shortcut() const { return !config_.strict; }
+
+  const ServerConfig& config() const { return config_; }
 
   // The status document (status_json.h) as of now.
   std::string StatusJson() const;

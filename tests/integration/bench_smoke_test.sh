@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The benchmark suite (tools/bench/run.sh) in its --smoke sizes, so it cannot rot: every
 # workload runs once with tiny sizes against every target, and each result table must
-# have a successful row per target. Bounded to under 3 minutes.
+# have a successful row per target. Bounded to under 3 minutes. Then the lever matrix
+# (tools/bench/levers.sh --smoke: four settings, pg_test_fsync and the segment lifecycle),
+# bounded to 2 minutes.
 source "$(dirname "$0")/lib/common.sh"
 
 require_postgres
@@ -60,3 +62,34 @@ awk -F'\t' '$2 == "8 KiB write + fdatasync" && $5 == "tmpfs" { exit !($13 == "1.
   "$summary" || fail "tmpfs ratio to itself is not 1.000"
 [ -s "$out/results.md" ] || fail "no results.md"
 log "bench smoke: every table has a row per target (${targets[*]})"
+
+lout=$work/levers
+rc=0
+timeout --kill-after=20 120 "$WALFS_SOURCE_DIR/tools/bench/levers.sh" --smoke \
+  --build-dir "$WALFS_BUILD_DIR" --out "$lout" >"$work/levers.log" 2>&1 || rc=$?
+if [ "$rc" -ne 0 ]; then
+  tail -40 "$work/levers.log" >&2
+  fail "levers.sh --smoke exited with $rc (124: took longer than 120 s)"
+fi
+lsum=$lout/summary.tsv
+[ -s "$lsum" ] || fail "no $lsum"
+cat "$lout/levers.txt"
+settings=(default th1 maxw128k)
+# The zero-elision switch is an experiment: only builds made with
+# -DWALFS_BENCH_EXPERIMENTS=ON run it; others must say it was skipped.
+if grep -q '^setting nozero: SKIPPED: .*WALFS_BENCH_EXPERIMENTS' "$lout/machine.txt"; then
+  log "experiment switches not built: the nozero setting was skipped, as it should be"
+else
+  settings+=(nozero)
+fi
+for t in "${settings[@]}"; do
+  for metric in "8 KiB write + fdatasync" "create, wal_init_zero=on (32 x 8 KiB pwritev zero-fill + fsync + durable_rename)"; do
+    row=$(awk -F'\t' -v m="$metric" -v t="$t" '$2 == m && $5 == t' "$lsum")
+    [ -n "$row" ] || fail "levers: no row for $t / $metric"
+    awk -F'\t' '{ exit !($8 >= 1 && $10 != "" && $14 != "") }' <<<"$row" ||
+      fail "levers: $t / $metric has no median or ratio: $row"
+  done
+done
+awk -F'\t' '$5 == "default" && $2 == "8 KiB write + fdatasync" { exit !($14 == "1.000") }' \
+  "$lsum" || fail "levers: the default's ratio to itself is not 1.000"
+log "levers smoke: rows and ratios for ${settings[*]}"

@@ -93,6 +93,77 @@ TEST(FsOptionsTest, BadValuesRefused) {
   EXPECT_FALSE(Parse({"/p", "/m", "-o"}).ok());
 }
 
+TEST(FsOptionsTest, TuningDefaults) {
+  absl::StatusOr<Options> o = Parse({"/p", "/m"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_write, 1u << 20);
+  EXPECT_TRUE(o->clone_fd);
+  EXPECT_EQ(o->max_idle_threads, 0u);
+  EXPECT_EQ(o->entry_timeout, 86400.0);
+  EXPECT_EQ(o->attr_timeout, 86400.0);
+}
+
+TEST(FsOptionsTest, TuningOptions) {
+  absl::StatusOr<Options> o =
+      Parse({"/p", "/m", "-o",
+             "threads=8,max_idle_threads=2,noclone_fd,max_write=128K,entry_timeout=0,"
+             "attr_timeout=1.5"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->threads, 8u);
+  EXPECT_EQ(o->max_idle_threads, 2u);
+  EXPECT_FALSE(o->clone_fd);
+  EXPECT_EQ(o->max_write, 128u * 1024);
+  EXPECT_EQ(o->entry_timeout, 0.0);
+  EXPECT_EQ(o->attr_timeout, 1.5);
+  EXPECT_TRUE(o->ignored.empty());
+
+  o = Parse({"/p", "/m", "-o", "noclone_fd,clone_fd,max_write=1MiB"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->clone_fd);
+  EXPECT_EQ(o->max_write, 1u << 20);
+  o = Parse({"/p", "/m", "-o", "max_write=65536"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_write, 65536u);
+}
+
+TEST(FsOptionsTest, BadTuningValuesRefused) {
+  for (const char* bad :
+       {"max_write=2M", "max_write=1023", "max_write=", "max_write=1G", "max_write=12X",
+        "max_write", "entry_timeout=-1", "entry_timeout=nan", "attr_timeout=abc",
+        "attr_timeout", "entry_timeout=1e9", "max_idle_threads=0", "max_idle_threads=65",
+        "clone_fd=1", "noclone_fd=0"}) {
+    absl::StatusOr<Options> o = Parse({"/p", "/m", "-o", bad});
+    EXPECT_FALSE(o.ok()) << bad;
+    if (!o.ok()) {
+      // The message names the option.
+      std::string key = std::string(bad).substr(0, std::string(bad).find('='));
+      EXPECT_NE(std::string(o.status().message()).find(key), std::string::npos)
+          << bad << ": " << o.status().message();
+    }
+  }
+  // More idle threads than threads cannot be meant.
+  absl::StatusOr<Options> o = Parse({"/p", "/m", "-o", "threads=2,max_idle_threads=4"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(std::string(o.status().message()).find("max_idle_threads=4"), std::string::npos);
+}
+
+TEST(FsOptionsTest, Experiments) {
+  absl::StatusOr<Experiments> e = ParseExperiments("");
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(e->any());
+  e = ParseExperiments("page_cache,no_zero_elision");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_TRUE(e->page_cache);
+  EXPECT_TRUE(e->no_zero_elision);
+  EXPECT_FALSE(e->ignore_dsync);
+  e = ParseExperiments("ignore_dsync");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_TRUE(e->ignore_dsync);
+  e = ParseExperiments("page_cache,zero_elision");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(std::string(e.status().message()).find("'zero_elision'"), std::string::npos);
+}
+
 TEST(FsOptionsTest, PositionalCount) {
   EXPECT_FALSE(Parse({"/p"}).ok());
   EXPECT_FALSE(Parse({"/p", "/m", "/x"}).ok());

@@ -28,9 +28,12 @@ declare -A WALFS_POOLS=()   # walfs target -> pool file
 # fs_desc PATH: "fstype (source)" of the file system holding PATH.
 fs_desc() { findmnt -n -f -o FSTYPE,SOURCE -T "$1" | awk '{print $1 " (" $2 ")"}'; }
 
+# _walfs_up NAME POOL FORCE [EXTRA_MOUNT_OPTIONS [EXPERIMENTS]]: FORCE=1 runs the daemon
+# with PMEM_IS_PMEM_FORCE=1; EXPERIMENTS goes to WALFS_EXPERIMENT (fs/options.h).
 _walfs_up() {
-  local name=$1 pool=$2 force=$3
-  local mnt=$SHM_ROOT/mnt/$name
+  local name=$1 pool=$2 force=$3 extra=${4:-} experiments=${5:-}
+  local mnt=$SHM_ROOT/mnt/$name opts=allow_other,default_permissions
+  if [ -n "$extra" ]; then opts+=",$extra"; fi
   if [ ! -x "$WALFS" ] || [ ! -x "$MKFS" ]; then
     TARGET_SKIP[$name]="walfs not built ($WALFS, $MKFS)"
     return 0
@@ -42,9 +45,14 @@ _walfs_up() {
     return 0
   fi
   if [ "$force" = 1 ]; then
-    PMEM_IS_PMEM_FORCE=1 mount_walfs "$pool" "$mnt" -o allow_other,default_permissions
+    PMEM_IS_PMEM_FORCE=1 WALFS_EXPERIMENT=$experiments mount_walfs "$pool" "$mnt" -o "$opts"
   else
-    mount_walfs "$pool" "$mnt" -o allow_other,default_permissions
+    WALFS_EXPERIMENT=$experiments mount_walfs "$pool" "$mnt" -o "$opts"
+  fi
+  if [ -n "$experiments" ] && ! grep -q 'benchmark experiments in force' "$WALFS_LOG"; then
+    TARGET_SKIP[$name]="WALFS_EXPERIMENT=$experiments not honoured: build with -DWALFS_BENCH_EXPERIMENTS=ON"
+    fusermount3 -u -z "$mnt"
+    return 0
   fi
   WALFS_PIDS[$name]=$WALFS_PID
   WALFS_POOLS[$name]=$pool
@@ -54,6 +62,8 @@ _walfs_up() {
   # What the daemon itself says it does, so a mislabelled target cannot go unnoticed.
   mode=$("$WALFSCTL" status "$mnt" 2>/dev/null | awk '$1 == "mode:" {print $2}') || mode=
   TARGET_NOTE[$name]="walfs, pool $pool on $(fs_desc "$pool"), $env_note, daemon mode ${mode:-unknown}"
+  if [ -n "$extra" ]; then TARGET_NOTE[$name]+=", -o $extra"; fi
+  if [ -n "$experiments" ]; then TARGET_NOTE[$name]+=", WALFS_EXPERIMENT=$experiments"; fi
   [ "$mode" = "$want" ] || TARGET_NOTE[$name]+=" -- WARNING: expected mode $want"
 }
 

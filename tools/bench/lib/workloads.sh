@@ -4,7 +4,8 @@
 # NA so the table shows it instead of the suite stopping.
 #
 # Settings (run.sh sets them): FSYNC_SECS, PGBENCH_SCALE, PGBENCH_SECS, PGBENCH_CLIENTS,
-# INSERT_CLIENTS, BULK_SEGMENTS, SEG_COUNT, CORE_MIN_TIME, OUT_DIR, SHM_ROOT, BENCH_BIN.
+# INSERT_CLIENTS, BULK_SEGMENTS, SEG_COUNT, CORE_MIN_TIME, OUT_DIR, SHM_ROOT, BENCH_BIN;
+# BULK_ZERO_MODES (default "on off": the wal_init_zero settings of the bulk load).
 
 # record WORKLOAD METRIC UNIT BETTER(higher|lower|info) TARGET REP VALUE
 record() {
@@ -116,7 +117,7 @@ wl_bulk() {
   local target=$1 rep=$2 zero wal data t0 t1 ms segs
   local rows=$((BULK_SEGMENTS * 16 * 1024 * 1024 / 1800 + 1000))
   local wl="bulk load: INSERT ... SELECT generate_series, $rows rows x 1.8 KiB, fresh cluster"
-  for zero in on off; do
+  for zero in ${BULK_ZERO_MODES:-on off}; do
     wal=$(target_dir "$target" bulk-wal)
     data=$SHM_ROOT/pgdata/bulk-$target
     mkdir -p "$SHM_ROOT/pgdata"
@@ -152,7 +153,8 @@ wl_segments() {
   rm -rf "$dir"
   for key in "create_zero:create, wal_init_zero=on (32 x 8 KiB pwritev zero-fill + fsync + durable_rename)" \
     "create_sparse:create, wal_init_zero=off (1-byte pwrite at the end + fsync + durable_rename)" \
-    "recycle:recycle (durable_rename to a future name)"; do
+    "recycle:recycle (durable_rename to a future name)" \
+    "remove:remove (unlink + fsync of the directory)"; do
     v=$(awk -v k="${key%%:*}_us_median" '$1 == k {print $2}' "$out")
     record "$wl" "${key#*:}" us lower "$target" "$rep" "${v:-NA}"
   done

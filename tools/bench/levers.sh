@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# walfs lever matrix: each tuning lever of the daemon measured on against off, side by
+# side in one run. Every setting is its own walfs mount (pool on tmpfs, true-PMEM mode
+# with PMEM_IS_PMEM_FORCE=1, unless the lever only exists in msync mode); repetitions
+# are interleaved (each one visits every setting, starting from a different one), and
+# the table gives per setting the median, min..max and the ratio of medians to the
+# lever's baseline (the defaults, or msync's defaults for the msync-only lever).
+# Run as root from a built tree.
+#
+#   tools/bench/levers.sh [options]
+#     --levers LIST        comma-separated setting ids (default: all; see --list);
+#                          the baselines they need are added
+#     --workloads LIST     comma-separated (default fsync,pgbench,inserts,bulk,segments)
+#     --reps N             repetitions per setting (default 3)
+#     --duration SECS      pgbench/insert run length -T (default 5)
+#     --fsync-secs SECS    pg_test_fsync -s (default 1)
+#     --scale N            pgbench scale (default 10)
+#     --clients "1 4"      pgbench TPC-B client counts (default "1 4")
+#     --insert-clients N   clients of the 1 KiB insert workload (default 8)
+#     --bulk-segments N    WAL segments the bulk load writes, wal_init_zero=on (default 10)
+#     --seg-count N        segments per walfs_segbench run (default 16)
+#     --pool-size SIZE     pool size per setting (default 512M; mkfs.walfs writes all of it)
+#     --out DIR            results dir (default /var/tmp/walfs-levers-YYYYmmdd-HHMMSS):
+#                          levers.txt, levers.md, raw.tsv, machine.txt, logs/
+#     --build-dir DIR      CMake build dir (default ./build)
+#     --smoke              tiny sizes for CI: 1 rep, settings default,th1,maxw128k,nozero,
+#                          workloads fsync,segments
+#     --list               print the settings and exit
+#
+# Settings marked "experiment" are not mount options (no deployment should use them):
+# they need a build configured with -DWALFS_BENCH_EXPERIMENTS=ON, which lets the daemon
+# read WALFS_EXPERIMENT (fs/options.h). In other builds they are reported as skipped.
+set -euo pipefail
+COMMAND_LINE="tools/bench/levers.sh $*"
+BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
+SOURCE_DIR=$(cd "$BENCH_DIR/../.." && pwd)
+
+# id|lever|setting|baseline id|pmem (1) or msync (0)|mount options|WALFS_EXPERIMENT
+LEVER_TABLE='default|(baseline)|all defaults (walfs(8))|default|1||
+page_cache|direct_io|off: page cache, write-through (experiment)|default|1||page_cache
+strict|fsync/fsyncdir ENOSYS|off: durability=strict (each fsync served)|default|1|durability=strict|
+msync|O_DSYNC honoured (msync)|on: msync mode defaults (baseline of this lever)|msync|0||
+nodsync|O_DSYNC honoured (msync)|off: O_DSYNC ignored (experiment, not durable)|msync|0||ignore_dsync
+maxw128k|max_write|128K (libfuse default)|default|1|max_write=128K|
+t0|entry/attr timeout|0 s|default|1|entry_timeout=0,attr_timeout=0|
+t1|entry/attr timeout|1 s|default|1|entry_timeout=1,attr_timeout=1|
+th1|threads|1 (single-threaded loop)|default|1|threads=1|
+th2|threads|2|default|1|threads=2|
+th8|threads|8|default|1|threads=8|
+noclone|clone_fd|off (noclone_fd)|default|1|noclone_fd|
+idle1|max_idle_threads|1|default|1|max_idle_threads=1|
+nozero|zero elision|off (experiment)|default|1||no_zero_elision'
+
+LEVERS_ARG=
+WORKLOADS_ARG=fsync,pgbench,inserts,bulk,segments
+REPS=3
+PGBENCH_SECS=5
+FSYNC_SECS=1
+PGBENCH_SCALE=10
+PGBENCH_CLIENTS="1 4"
+INSERT_CLIENTS=8
+BULK_SEGMENTS=10
+SEG_COUNT=16
+POOL_SIZE=512M
+OUT_DIR=
+BUILD_DIR_ARG=
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
+while [ $# -gt 0 ]; do
+  case $1 in
+    --levers) LEVERS_ARG=$2; shift ;;
+    --workloads) WORKLOADS_ARG=$2; shift ;;
+    --reps) REPS=$2; shift ;;
+    --duration) PGBENCH_SECS=$2; shift ;;
+    --fsync-secs) FSYNC_SECS=$2; shift ;;
+    --scale) PGBENCH_SCALE=$2; shift ;;
+    --clients) PGBENCH_CLIENTS=$2; shift ;;
+    --insert-clients) INSERT_CLIENTS=$2; shift ;;
+    --bulk-segments) BULK_SEGMENTS=$2; shift ;;
+    --seg-count) SEG_COUNT=$2; shift ;;
+    --pool-size) POOL_SIZE=$2; shift ;;
+    --out) OUT_DIR=$2; shift ;;
+    --build-dir) BUILD_DIR_ARG=$2; shift ;;
+    --smoke)
+      REPS=1 FSYNC_SECS=1 SEG_COUNT=2 POOL_SIZE=256M
+      LEVERS_ARG=${LEVERS_ARG:-default,th1,maxw128k,nozero}
+      WORKLOADS_ARG=fsync,segments ;;
+    --list)
+      printf '%s\n' "$LEVER_TABLE" | awk -F'|' '{printf "%-9s %-26s %s%s%s\n", $1, $2, $3,
+        ($6 != "" ? "  [-o " $6 "]" : ""), ($7 != "" ? "  [WALFS_EXPERIMENT=" $7 "]" : "")}'
+      exit 0 ;;
+    -h | --help) usage 0 ;;
+    *) echo "levers.sh: unknown option $1" >&2; usage ;;
+  esac
+  shift
+done
+
+[ "$(id -u)" -eq 0 ] || { echo "levers.sh: run as root (mounts, runuser -u postgres)" >&2; exit 2; }
+if [ -n "$BUILD_DIR_ARG" ]; then
+  WALFS_BUILD_DIR=$(cd "$BUILD_DIR_ARG" && pwd)
+  export WALFS_BUILD_DIR
+fi
+export WALFS_SOURCE_DIR=${WALFS_SOURCE_DIR:-$SOURCE_DIR}
+# shellcheck source=../../tests/integration/lib/common.sh
+source "$SOURCE_DIR/tests/integration/lib/common.sh"
+source "$BENCH_DIR/lib/targets.sh"
+source "$BENCH_DIR/lib/pg.sh"
+source "$BENCH_DIR/lib/workloads.sh"
+unset PMEM_IS_PMEM_FORCE WALFS_EXPERIMENT
+BENCH_BIN=$WALFS_BUILD_DIR/tools/bench
+BULK_ZERO_MODES=on
+
+require_postgres
+[ -c /dev/fuse ] || skip "/dev/fuse is missing"
+
+for w in ${WORKLOADS_ARG//,/ }; do
+  case $w in fsync | pgbench | inserts | bulk | segments) ;;
+    *) fail "unknown workload '$w' (levers.sh runs fsync, pgbench, inserts, bulk, segments)" ;; esac
+done
+has_workload() { [[ ",$WORKLOADS_ARG," == *",$1,"* ]]; }
+
+# The chosen settings, their baselines first.
+declare -A L_LEVER=() L_SETTING=() L_BASE=() L_FORCE=() L_OPTS=() L_EXP=()
+ALL_IDS=()
+while IFS='|' read -r id lever setting base force opts exp; do
+  ALL_IDS+=("$id")
+  L_LEVER[$id]=$lever L_SETTING[$id]=$setting L_BASE[$id]=$base
+  L_FORCE[$id]=$force L_OPTS[$id]=$opts L_EXP[$id]=$exp
+done <<<"$LEVER_TABLE"
+declare -A WANT=()
+LEVERS_LIST=${LEVERS_ARG//,/ }
+for id in ${LEVERS_LIST:-${ALL_IDS[*]}}; do
+  [ -n "${L_LEVER[$id]:-}" ] || fail "unknown setting '$id' (levers.sh --list)"
+  WANT[$id]=1
+  WANT[${L_BASE[$id]}]=1
+done
+SETTINGS=()
+for id in "${ALL_IDS[@]}"; do [ -n "${WANT[$id]:-}" ] && SETTINGS+=("$id"); done
+
+OUT_DIR=${OUT_DIR:-/var/tmp/walfs-levers-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT_DIR/logs"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+: >"$OUT_DIR/raw.tsv"
+
+SHM_ROOT=$(mktemp -d /dev/shm/walfs-levers.XXXXXX)
+chmod 0755 "$SHM_ROOT"
+on_exit "rm -rf '$SHM_ROOT'"
+PG_SOCK_DIR=$SHM_ROOT/sock
+mkdir -p "$PG_SOCK_DIR" "$SHM_ROOT/pgdata"
+chown postgres:postgres "$PG_SOCK_DIR" "$SHM_ROOT/pgdata"
+
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "command: $COMMAND_LINE"
+  echo "settings: reps=$REPS duration=${PGBENCH_SECS}s fsync_secs=$FSYNC_SECS scale=$PGBENCH_SCALE" \
+    "clients=\"$PGBENCH_CLIENTS\" insert_clients=$INSERT_CLIENTS bulk_segments=$BULK_SEGMENTS" \
+    "seg_count=$SEG_COUNT pool_size=$POOL_SIZE"
+  echo "nproc: $(nproc), kernel: $(uname -srm), cpu: $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+  echo "walfs: $WALFS; pools on $(fs_desc "$SHM_ROOT")"
+  echo "load before start: $(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$OUT_DIR/machine.txt"
+cat "$OUT_DIR/machine.txt"
+
+RUN_TARGETS=()
+for id in "${SETTINGS[@]}"; do
+  _walfs_up "$id" "$SHM_ROOT/lever-$id.pool" "${L_FORCE[$id]}" "${L_OPTS[$id]}" "${L_EXP[$id]}"
+  if [ -n "${TARGET_SKIP[$id]:-}" ]; then
+    echo "setting $id: SKIPPED: ${TARGET_SKIP[$id]}" | tee -a "$OUT_DIR/machine.txt"
+  else
+    echo "setting $id: ${TARGET_NOTE[$id]}" | tee -a "$OUT_DIR/machine.txt"
+    RUN_TARGETS+=("$id")
+  fi
+done
+[ ${#RUN_TARGETS[@]} -gt 0 ] || fail "no setting could be mounted"
+NT=${#RUN_TARGETS[@]}
+rotation() {
+  local rep=$1 i
+  for ((i = 0; i < NT; i++)); do echo "${RUN_TARGETS[(rep + i) % NT]}"; done
+}
+
+START=$SECONDS
+if has_workload fsync; then
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for t in $(rotation "$rep"); do
+      log "pg_test_fsync rep $rep/$REPS on $t"
+      wl_fsync "$t" "$rep"
+    done
+  done
+fi
+if has_workload segments; then
+  [ -x "$BENCH_BIN/walfs_segbench" ] || fail "walfs_segbench not built ($BENCH_BIN)"
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for t in $(rotation "$rep"); do
+      log "walfs_segbench rep $rep/$REPS on $t"
+      wl_segments "$t" "$rep"
+    done
+  done
+fi
+if has_workload pgbench || has_workload inserts; then
+  do_tpcb=0 do_ins=0
+  has_workload pgbench && do_tpcb=1
+  has_workload inserts && do_ins=1
+  for t in "${RUN_TARGETS[@]}"; do
+    log "pgbench -i -s $PGBENCH_SCALE on $t"
+    pgb_setup "$t" || log "pgbench setup on $t failed: its runs are recorded as failed"
+  done
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for t in $(rotation "$rep"); do
+      log "pgbench rep $rep/$REPS on $t"
+      wl_pgbench "$t" "$rep" "$do_tpcb" "$do_ins"
+    done
+  done
+  for t in "${RUN_TARGETS[@]}"; do pgb_teardown "$t"; done
+fi
+if has_workload bulk; then
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for t in $(rotation "$rep"); do
+      log "bulk load rep $rep/$REPS on $t"
+      wl_bulk "$t" "$rep"
+    done
+  done
+fi
+for t in "${RUN_TARGETS[@]}"; do walfs_status "$t" "$OUT_DIR/logs/walfs-status.$t.txt"; done
+echo "suite time: $((SECONDS - START)) s, load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT_DIR/machine.txt"
+
+printf '%s\n' "$LEVER_TABLE" >"$OUT_DIR/levers.def"
+report() {
+  awk -F'\t' -v fmt="$1" -v order="${RUN_TARGETS[*]}" -f "$BENCH_DIR/lib/levers.awk" \
+    "$OUT_DIR/levers.def" "$OUT_DIR/raw.tsv"
+}
+report tsv >"$OUT_DIR/summary.tsv"
+{
+  cat "$OUT_DIR/machine.txt"
+  echo
+  echo "ratio = median(setting) / median(its lever's baseline); each table says whether"
+  echo "higher or lower is better. n = successful runs (+kF failed)."
+  report text
+} >"$OUT_DIR/levers.txt"
+{
+  echo '```'
+  cat "$OUT_DIR/machine.txt"
+  echo '```'
+  report md
+} >"$OUT_DIR/levers.md"
+echo
+cat "$OUT_DIR/levers.txt"
+echo
+echo "results: $OUT_DIR/levers.txt, levers.md, summary.tsv, raw.tsv, machine.txt, logs/"

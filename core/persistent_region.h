@@ -12,7 +12,7 @@
 //    stand-ins for tests; the recording one can produce the image a power failure would
 //    leave (the crash-test engine).
 //  - PowerCutRegion (power_cut_region.h): a test facility over a PmemRegion in which only
-//    flushed-and-drained bytes reach the pool file, so killing the process is a power cut.
+//    persisted bytes reach the pool file, so killing the process is a power cut.
 //
 // Contract for every implementation:
 //  - All mutation goes through Store/Fill: code never writes through data().

@@ -6,7 +6,8 @@
 # else lives in the daemon's private memory. So kill -9 of the daemon is a power cut: the
 # pool keeps exactly its persisted image. Each cycle, under the committed-id load of
 # lib/pg.sh (client loops logging ids only after COMMIT returned, plus pgbench):
-#   1. at a random moment, kill -9 the daemon (the cut), then every PostgreSQL process;
+#   1. at a random moment once the load runs, kill -9 the daemon (the cut), then every
+#      PostgreSQL process;
 #   2. fsck.walfs on the unmounted pool finds no error (a cut leaves only states that
 #      recovery handles: warnings at most);
 #   3. remount (pool recovery), restart PostgreSQL (crash recovery from the WAL on the
@@ -31,8 +32,9 @@ CYCLES=${WALFS_POWERCUT_CYCLES:-3}
 [[ $CYCLES =~ ^[1-9][0-9]*$ ]] || fail "WALFS_POWERCUT_CYCLES must be a positive number, got '$CYCLES'"
 SEED=${WALFS_POWERCUT_SEED:-$(($(date +%s%N) % 32768))}
 RANDOM=$SEED
-# The cut comes 1.0 to 4.0 s into each cycle's load.
-CUT_MIN_MS=1000
+# Each cycle's cut comes 0 to 3 s after its loggers have logged IDS_BEFORE_CUT ids (so
+# every cut hits a running load, however slow the machine).
+IDS_BEFORE_CUT=5
 CUT_SPAN_MS=3000
 log "power cuts: $CYCLES per mode, seed $SEED (rerun with WALFS_POWERCUT_SEED=$SEED)"
 
@@ -48,6 +50,17 @@ amcheck() {
     --heapallindexed >"$out" 2>"$out.stderr" ||
     { cat "$out" "$out.stderr" >&2; fail "pg_amcheck failed"; }
   [ ! -s "$out" ] || { cat "$out" >&2; fail "pg_amcheck reported corruption"; }
+}
+
+# wait_for_ids W CYCLE N: waits until cycle CYCLE's loggers have logged N ids.
+wait_for_ids() {
+  local w=$1 cycle=$2 n=$3 i got
+  for ((i = 0; i < 1200; i++)); do
+    got=$(cat "$w"/run/ids."$cycle".* 2>/dev/null | wc -l)
+    ((got >= n)) && return 0
+    sleep 0.05
+  done
+  fail "cycle $cycle: the load logged only $got committed ids in 60 s"
 }
 
 # fsck_after_cut POOL CYCLE: the crashed, unmounted pool has no error (warnings are the
@@ -78,13 +91,15 @@ run_mode() {
     { cat "$w/run/init.client.log" >&2; fail "pgbench -i failed"; }
 
   for ((cycle = 1; cycle <= CYCLES; cycle++)); do
-    delay_ms=$((CUT_MIN_MS + RANDOM % CUT_SPAN_MS))
+    delay_ms=$((RANDOM % CUT_SPAN_MS))
     recoveries=$(grep -c 'automatic recovery in progress' "$w/run/pg.log" || true)
     pg_load_start "$w" "$cycle"
+    wait_for_ids "$w" "$cycle" "$IDS_BEFORE_CUT"
     sleep "$((delay_ms / 1000)).$(printf '%03d' $((delay_ms % 1000)))"
     canary="canary $mode $cycle $RANDOM"
     printf '%s' "$canary" >"$mnt/canary.$cycle" || fail "cannot write the canary"
-    log "cycle $cycle: power cut after ${delay_ms} ms of load (kill -9 of walfs $WALFS_PID)"
+    log "cycle $cycle: power cut ${delay_ms} ms after the ${IDS_BEFORE_CUT}th id" \
+      "(kill -9 of walfs $WALFS_PID)"
     kill -9 "$WALFS_PID"
     pg_crash "$w" quiet
     wait "$WALFS_PID" 2>/dev/null || true
@@ -107,7 +122,7 @@ run_mode() {
     pg_start "$w"
     (($(grep -c 'automatic recovery in progress' "$w/run/pg.log") > recoveries)) ||
       fail "cycle $cycle: PostgreSQL did not run crash recovery after the cut"
-    pg_verify_committed "$w"
+    pg_verify_committed "$w" "$IDS_BEFORE_CUT"
     ids=$PG_IDS_CHECKED
     amcheck "$w"
     TOTAL_CUTS=$((TOTAL_CUTS + 1))

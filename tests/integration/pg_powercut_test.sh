@@ -56,7 +56,7 @@ amcheck() {
 wait_for_ids() {
   local w=$1 cycle=$2 n=$3 i got
   for ((i = 0; i < 1200; i++)); do
-    got=$(cat "$w"/run/ids."$cycle".* 2>/dev/null | wc -l)
+    got=$({ cat "$w"/run/ids."$cycle".* 2>/dev/null || true; } | wc -l)
     ((got >= n)) && return 0
     sleep 0.05
   done

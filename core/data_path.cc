@@ -93,7 +93,7 @@ absl::Status Pool::Truncate(uint64_t ino, uint64_t size, Transaction& txn,
   Inode& in = *inodes_[ino];
   auto& r = in.rec;
   {
-    absl::MutexLock l(&in.mu);
+    MutexLock l(&in.mu);
     FlushDirty(in);  // before the extents change under the dirty range
   }
   if (size > r.size) {
@@ -159,13 +159,13 @@ void Pool::ZeroPendingTail() {
 }
 
 absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char> out) {
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   auto in = Get(ino);
   if (!in.ok()) return in.status();
   const auto& r = (*in)->rec;
   if (r.type == format::InodeType::kDirectory) return PosixError("read", EISDIR);
   if (r.type != format::InodeType::kRegular) return PosixError("read", EINVAL);
-  absl::ReaderMutexLock il(&(*in)->mu);
+  ReaderMutexLock il(&(*in)->mu);
   if (offset >= r.size) return 0;
   const uint64_t n = std::min<uint64_t>(out.size(), r.size - offset);
   ForEachRun(r, offset, n, [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
@@ -189,13 +189,13 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
   const bool persist = mode_ == DurabilityMode::kPmem || sync;
   for (;;) {
     {
-      absl::ReaderMutexLock l(&mu_);
+      ReaderMutexLock l(&mu_);
       auto inr = Get(ino);
       if (!inr.ok()) return inr.status();
       Inode& in = **inr;
       if (in.rec.type == format::InodeType::kDirectory) return PosixError("write", EISDIR);
       if (in.rec.type != format::InodeType::kRegular) return PosixError("write", EINVAL);
-      absl::MutexLock il(&in.mu);
+      MutexLock il(&in.mu);
       if (AllocatedBlocks(in.rec) * kBlockSize >= end) {
         const uint64_t old_size = in.rec.size;
         ForEachRun(in.rec, offset, len, [&](uint64_t pool_off, uint64_t n, uint64_t pos) {
@@ -229,7 +229,7 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
         return len;
       }
     }
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     auto inr = Get(ino);
     if (!inr.ok()) return inr.status();
     absl::Status s = Grow(**inr, end);
@@ -261,11 +261,11 @@ absl::Status Pool::CommitRecord(uint64_t ino, Inode& in) {
 absl::Status Pool::Fsync(InodeId ino, bool datasync) {
   counters_.fsyncs.fetch_add(1, std::memory_order_relaxed);
   if (read_only_) return absl::OkStatus();
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   auto inr = Get(ino);
   if (!inr.ok()) return inr.status();
   Inode& in = **inr;
-  absl::MutexLock il(&in.mu);
+  MutexLock il(&in.mu);
   FlushDirty(in);
   if (in.size_dirty || (!datasync && in.mtime_dirty)) return CommitRecord(ino, in);
   return region_->health();
@@ -273,7 +273,7 @@ absl::Status Pool::Fsync(InodeId ino, bool datasync) {
 
 absl::Status Pool::FsyncDir(InodeId ino) {
   counters_.fsyncdirs.fetch_add(1, std::memory_order_relaxed);
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   auto in = Get(ino);
   if (!in.ok()) return in.status();
   // Directory changes were committed (durably) when they were made, unless a persist
@@ -289,7 +289,7 @@ absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint
   if (offset > max_bytes || length > max_bytes - offset) {
     return PosixError("fallocate beyond the pool", EFBIG);
   }
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto inr = Get(ino);
   if (!inr.ok()) return inr.status();
   Inode& in = **inr;

@@ -29,12 +29,21 @@ uint32_t DirentType(format::InodeType t) {
 
 }  // namespace
 
-absl::StatusOr<std::pair<uint64_t, uint64_t>> Pool::NewEntry(format::InodeType type,
+absl::StatusOr<std::pair<uint64_t, uint64_t>> Pool::NewEntry(InodeId parent,
+                                                            format::InodeType type,
                                                             uint32_t mode,
                                                             const Caller& caller) {
   auto slot = NewDirentSlot();
   if (!slot.ok()) return slot.status();
-  auto ino = NewInode(type, mode, caller);
+  // A set-group-ID directory gives new entries its group, and new subdirectories the
+  // bit itself (POSIX; on FUSE the kernel leaves both to the file system).
+  Caller owner = caller;
+  const format::InodeRecord& dir = inodes_[parent]->rec;
+  if (dir.mode & S_ISGID) {
+    owner.gid = dir.gid;
+    if (type == format::InodeType::kDirectory) mode |= S_ISGID;
+  }
+  auto ino = NewInode(type, mode, owner);
   if (!ino.ok()) {
     free_slots_.push_back(*slot);
     return ino.status();
@@ -65,7 +74,7 @@ absl::StatusOr<Attr> Pool::CommitEntry(InodeId parent, std::string_view name, ui
 
 absl::StatusOr<Attr> Pool::Lookup(InodeId parent, std::string_view name) {
   if (name.size() > format::kMaxNameLength) return PosixError("lookup", ENAMETOOLONG);
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   uint64_t ino;
@@ -81,14 +90,14 @@ absl::StatusOr<Attr> Pool::Lookup(InodeId parent, std::string_view name) {
   }
   Inode* in = inodes_[ino].get();
   in->lookups.fetch_add(1);
-  absl::ReaderMutexLock il(&in->mu);
+  ReaderMutexLock il(&in->mu);
   return MakeAttr(ino, *in);
 }
 
 void Pool::Forget(InodeId ino, uint64_t nlookup) {
   bool reclaim = false;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     Inode* in = Find(ino);
     if (in == nullptr) return;
     const uint64_t before = in->lookups.load();
@@ -99,10 +108,10 @@ void Pool::Forget(InodeId ino, uint64_t nlookup) {
 }
 
 absl::StatusOr<Attr> Pool::GetAttr(InodeId ino) {
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   auto in = Get(ino);
   if (!in.ok()) return in.status();
-  absl::ReaderMutexLock il(&(*in)->mu);
+  ReaderMutexLock il(&(*in)->mu);
   return MakeAttr(ino, **in);
 }
 
@@ -110,7 +119,7 @@ absl::StatusOr<Attr> Pool::Create(InodeId parent, std::string_view name, uint32_
                                   const Caller& caller, bool exclusive) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if (auto it = (*dir)->names.find(AsKey(name)); it != (*dir)->names.end()) {
@@ -121,7 +130,7 @@ absl::StatusOr<Attr> Pool::Create(InodeId parent, std::string_view name, uint32_
     in->lookups.fetch_add(1);
     return MakeAttr(ino, *in);
   }
-  auto entry = NewEntry(format::InodeType::kRegular, mode, caller);
+  auto entry = NewEntry(parent, format::InodeType::kRegular, mode, caller);
   if (!entry.ok()) return entry.status();
   const auto [slot, ino] = *entry;
   if (IsWalSegmentName(name)) {
@@ -141,11 +150,11 @@ absl::StatusOr<Attr> Pool::Mkdir(InodeId parent, std::string_view name, uint32_t
                                  const Caller& caller) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
-  auto entry = NewEntry(format::InodeType::kDirectory, mode, caller);
+  auto entry = NewEntry(parent, format::InodeType::kDirectory, mode, caller);
   if (!entry.ok()) return entry.status();
   const auto [slot, ino] = *entry;
   inodes_[ino]->parent_slot = slot;
@@ -163,11 +172,11 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
                                    " bytes"),
                       ENAMETOOLONG);
   }
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
-  auto entry = NewEntry(format::InodeType::kSymlink, 0777, caller);
+  auto entry = NewEntry(parent, format::InodeType::kSymlink, 0777, caller);
   if (!entry.ok()) return entry.status();
   const auto [slot, ino] = *entry;
   Inode& in = *inodes_[ino];
@@ -177,7 +186,7 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
 }
 
 absl::StatusOr<std::string> Pool::Readlink(InodeId ino) {
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   auto in = Get(ino);
   if (!in.ok()) return in.status();
   const auto& r = (*in)->rec;
@@ -188,7 +197,7 @@ absl::StatusOr<std::string> Pool::Readlink(InodeId ino) {
 absl::StatusOr<Attr> Pool::Link(InodeId ino, InodeId new_parent, std::string_view new_name) {
   if (absl::Status s = ValidateName(new_name); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto in = Get(ino);
   if (!in.ok()) return in.status();
   if (IsDir((*in)->rec)) return PosixError("link to a directory", EPERM);
@@ -218,7 +227,7 @@ absl::Status Pool::Unlink(InodeId parent, std::string_view name) {
   if (absl::Status s = Writable(); !s.ok()) return s;
   std::vector<uint64_t> reclaim;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     auto dir = GetDir(parent);
     if (!dir.ok()) return dir.status();
     auto it = (*dir)->names.find(AsKey(name));
@@ -245,7 +254,7 @@ absl::Status Pool::Rmdir(InodeId parent, std::string_view name) {
   if (absl::Status s = Writable(); !s.ok()) return s;
   std::vector<uint64_t> reclaim;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     auto dir = GetDir(parent);
     if (!dir.ok()) return dir.status();
     auto it = (*dir)->names.find(AsKey(name));
@@ -280,7 +289,7 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
   if (absl::Status s = Writable(); !s.ok()) return s;
   std::vector<uint64_t> reclaim;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     auto src_dir = GetDir(parent);
     if (!src_dir.ok()) return src_dir.status();
     auto dst_dir = GetDir(new_parent);
@@ -377,7 +386,7 @@ absl::StatusOr<Attr> Pool::Setattr(InodeId ino, const SetattrRequest& request) {
   std::vector<uint64_t> reclaim;
   Attr attr;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     auto in = Get(ino);
     if (!in.ok()) return in.status();
     auto& r = (*in)->rec;
@@ -406,7 +415,7 @@ absl::StatusOr<Attr> Pool::Setattr(InodeId ino, const SetattrRequest& request) {
 
 absl::Status Pool::Readdir(InodeId ino, uint64_t cookie,
                            const std::function<bool(const DirEntry&)>& fn) {
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   auto dir = Get(ino);
   if (!dir.ok()) return dir.status();
   if (!IsDir((*dir)->rec)) return PosixError("readdir", ENOTDIR);

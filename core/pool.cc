@@ -90,7 +90,7 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Open(std::unique_ptr<PersistentRegio
   absl::Status s = pool->Load(*replay);
   if (!s.ok()) return s;
   {
-    absl::MutexLock l(&pool->journal_mu_);
+    MutexLock l(&pool->journal_mu_);
     pool->journal_ = std::make_unique<Journal>(*pool->region_, pool->sb_,
                                                replay->sequence + 1);
   }
@@ -110,7 +110,7 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay) {
   if (read_only_) {
     for (const auto& [off, bytes] : replay.images) overlay[off] = bytes.data();
   }
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   next_generation_ = std::max<uint64_t>(next_generation_, replay.sequence + 1);
   absl::Status s = LoadInodes(overlay);
   if (!s.ok()) return s;
@@ -282,7 +282,7 @@ absl::Status Pool::Recover() {
   // Orphans: nothing is open after a restart, so all of them go.
   std::vector<uint64_t> orphans;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
       Inode* in = inodes_[ino].get();
       if (in == nullptr) continue;
@@ -414,14 +414,14 @@ void Pool::FreeName(Transaction& txn, uint64_t slot) {
 
 void Pool::PutInode(Transaction& txn, uint64_t ino) {
   Inode& in = *inodes_[ino];
-  absl::MutexLock l(&in.mu);
+  MutexLock l(&in.mu);
   FlushDirty(in);
   in.size_dirty = in.mtime_dirty = false;
   txn.PutInode(sb_, ino, in.rec);
 }
 
 absl::Status Pool::Commit(const Transaction& txn) {
-  absl::MutexLock l(&journal_mu_);
+  MutexLock l(&journal_mu_);
   absl::Status s = journal_->Commit(txn);
   if (s.ok()) counters_.journal_commits.fetch_add(1, std::memory_order_relaxed);
   return s;
@@ -464,7 +464,7 @@ void Pool::ReclaimAll(const std::vector<uint64_t>& inos) {
 void Pool::Reclaim(uint64_t ino) {
   format::InodeRecord rec;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     Inode* in = Find(ino);
     if (in == nullptr || in->reclaiming || in->rec.state != format::InodeState::kOrphan ||
         in->lookups.load() != 0) {
@@ -485,7 +485,7 @@ void Pool::Reclaim(uint64_t ino) {
     blocks += e.count;
   }
   region_->Drain();
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   Transaction txn;
   txn.FreeInode(sb_, ino);
   if (!Commit(txn).ok()) return;  // stays an orphan; reclaimed at the next open
@@ -497,7 +497,7 @@ void Pool::Reclaim(uint64_t ino) {
 }
 
 FsStats Pool::Statfs() {
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   FsStats s;
   s.block_size = kBlockSize;
   s.total_blocks = sb_.data_blocks;
@@ -528,7 +528,7 @@ absl::Status Pool::Close() {
   if (read_only_) return absl::OkStatus();
   std::vector<uint64_t> orphans;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     Transaction txn;
     for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
       Inode* in = inodes_[ino].get();
@@ -538,7 +538,7 @@ absl::Status Pool::Close() {
       if (in->rec.state == format::InodeState::kOrphan) orphans.push_back(ino);
       bool dirty;
       {
-        absl::MutexLock il(&in->mu);
+        MutexLock il(&in->mu);
         dirty = in->size_dirty || in->mtime_dirty || in->dirty_hi > in->dirty_lo;
       }
       if (dirty) {

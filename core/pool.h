@@ -24,10 +24,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "core/allocator.h"
 #include "core/format.h"
 #include "core/journal.h"
+#include "core/mutex.h"
 #include "core/persistent_region.h"
 #include "core/wal_directory.h"
 
@@ -97,7 +97,7 @@ class Pool {
     std::set<uint64_t> slots;
     uint64_t parent_slot = UINT64_MAX;  // a directory's own dirent (root: none)
 
-    absl::Mutex mu;
+    Mutex mu;
     // Not yet durable (msync mode): file bytes [dirty_lo, dirty_hi) and record fields.
     uint64_t dirty_lo ABSL_GUARDED_BY(mu) = UINT64_MAX;
     uint64_t dirty_hi ABSL_GUARDED_BY(mu) = 0;
@@ -130,11 +130,12 @@ class Pool {
   absl::StatusOr<uint64_t> NewInode(format::InodeType type, uint32_t mode, const Caller& c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<uint64_t> NewDirentSlot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A dirent slot and an inode for a new name: (slot, ino). DiscardEntry gives both back
-  // if the operation fails before CommitEntry; CommitEntry names the inode in one
-  // transaction (dirent, inode, parent times) and takes one lookup reference.
-  absl::StatusOr<std::pair<uint64_t, uint64_t>> NewEntry(format::InodeType type, uint32_t mode,
-                                                         const Caller& caller)
+  // A dirent slot and an inode for a new name in directory `parent`: (slot, ino), owned
+  // by `caller` (the group is the directory's if it is set-group-ID). DiscardEntry gives
+  // both back if the operation fails before CommitEntry; CommitEntry names the inode in
+  // one transaction (dirent, inode, parent times) and takes one lookup reference.
+  absl::StatusOr<std::pair<uint64_t, uint64_t>> NewEntry(InodeId parent, format::InodeType type,
+                                                         uint32_t mode, const Caller& caller)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DiscardEntry(uint64_t slot, uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Attr> CommitEntry(InodeId parent, std::string_view name, uint64_t slot,
@@ -182,7 +183,7 @@ class Pool {
   const DurabilityMode mode_;
   const bool read_only_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<Inode>> inodes_ ABSL_GUARDED_BY(mu_);  // index = ino
   std::vector<uint64_t> free_inodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Dirent> dirents_ ABSL_GUARDED_BY(mu_);  // slot -> entry
@@ -194,7 +195,7 @@ class Pool {
   };
   ZeroTail pending_zero_ ABSL_GUARDED_BY(mu_);
 
-  absl::Mutex journal_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  Mutex journal_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::unique_ptr<Journal> journal_ ABSL_GUARDED_BY(journal_mu_);
 
   struct AtomicCounters {

@@ -63,7 +63,8 @@ struct Attr {
   int64_t ctime_ns = 0;
 };
 
-// Who asks: new inodes get this uid/gid. Permission checks are the kernel's
+// Who asks: new inodes get this uid/gid (the gid is the directory's in a set-group-ID
+// directory). Permission checks are the kernel's
 // (default_permissions); core checks only what POSIX asks of the file system itself.
 struct Caller {
   uint32_t uid = 0;

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -63,8 +64,17 @@ void ReplyStatus(fuse_req_t req, const absl::Status& status, const char* op,
   fuse_reply_err(req, status.ok() ? 0 : StatusToErrno(status, op, ino));
 }
 
+// Inode times are int64 nanoseconds (years 1677..2262). utimensat passes any 64-bit
+// seconds through FUSE, so times outside that range are clamped to its ends, as the
+// kernel clamps times for file systems with a narrower range (timestamp_truncate).
 int64_t ToNanoseconds(const timespec& ts) {
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  const int64_t sec = static_cast<int64_t>(ts.tv_sec);
+  const int64_t nsec = static_cast<int64_t>(ts.tv_nsec);  // [0, 1e9): the kernel checks
+  if (sec > (kMax - nsec) / 1000000000) return kMax;
+  if (sec < kMin / 1000000000) return kMin;
+  return sec * 1000000000 + nsec;
 }
 
 timespec ToTimespec(int64_t ns) {

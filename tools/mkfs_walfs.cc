@@ -46,7 +46,8 @@ constexpr char kUsage[] =
     "  -i, --inodes N           inode table size (default: one per 64 KiB, at least 64)\n"
     "  -o, --owner USER[:GROUP] owner of the pool file and of the mount root, so the\n"
     "                           daemon and PostgreSQL can run as that user (e.g.\n"
-    "                           postgres:postgres); names or numbers. Default: root\n"
+    "                           postgres:postgres); names or numbers. Default: the\n"
+    "                           user running mkfs.walfs\n"
     "  -f, --force              overwrite an existing pool or a non-empty file\n"
     "  -q, --quiet              print nothing on success\n"
     "  -h, --help               show this help\n"
@@ -263,10 +264,10 @@ int Run(int argc, char** argv) {
   core::FormatOptions format_options;
   format_options.segment_size = args.segment_size;
   format_options.inode_count = args.inodes;
-  if (args.owner) {
-    format_options.root_uid = args.owner->first;
-    format_options.root_gid = args.owner->second;
-  }
+  // Like mke2fs's root_owner: the mount root belongs to whoever made the pool, so a pool
+  // made by postgres is usable by a daemon run as postgres without a chown through it.
+  format_options.root_uid = args.owner ? args.owner->first : getuid();
+  format_options.root_gid = args.owner ? args.owner->second : getgid();
 
   struct stat st;
   bool create = false;

@@ -134,9 +134,7 @@ run_variant() {
     ((fsd > 0)) || fail "msync mode: the daemon received no FSYNCDIR request (fuse_fsyncdir=$fsd)"
   fi
 
-  pg_stop "$w" fast
-  pg_umount "$mnt"
-  pg_fsck "$pool"
+  pg_finish "$w" "$pool"
 }
 
 for mode in $WALFS_PG_MODES; do

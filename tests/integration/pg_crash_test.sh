@@ -65,9 +65,7 @@ run_mode() {
     pg_verify_committed "$w"
   done
 
-  pg_stop "$w" fast
-  pg_umount "$mnt"
-  pg_fsck "$pool"
+  pg_finish "$w" "$pool"
 }
 
 for mode in $WALFS_PG_MODES; do

@@ -111,9 +111,7 @@ run_mode() {
       fail "$name: pgbench_history has $rows rows after crash recovery, $total were committed"
   done
 
-  pg_stop "$w" fast
-  pg_umount "$mnt"
-  pg_fsck "$pool"
+  pg_finish "$w" "$pool"
 }
 
 for mode in $WALFS_PG_MODES; do

@@ -414,6 +414,33 @@ TEST_F(WalDirectoryTest, SetattrModeOwnerTimes) {
   EXPECT_EQ(b->mtime_ns, 123456789);
 }
 
+// On FUSE the kernel leaves set-group-ID directories to the file system: without this a
+// file made in a setgid directory got the caller's group.
+TEST_F(WalDirectoryTest, SetgidDirectoryGivesItsGroupAndBitToNewEntries) {
+  auto d = dir_->Mkdir(kRootInode, "shared", 02770, Caller{0, 50});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->mode, S_IFDIR | 02770u);
+  auto f = dir_->Create(d->ino, "f", 0640, kUser, true);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->uid, 1000u);
+  EXPECT_EQ(f->gid, 50u);
+  EXPECT_EQ(f->mode, S_IFREG | 0640u);
+  auto sub = dir_->Mkdir(d->ino, "sub", 0750, kUser);
+  ASSERT_TRUE(sub.ok());
+  EXPECT_EQ(sub->gid, 50u);
+  EXPECT_EQ(sub->mode, S_IFDIR | 02750u);
+  auto s = dir_->Symlink(sub->ino, "l", "target", kUser);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->gid, 50u);
+  auto plain = dir_->Create(kRootInode, "plain", 0600, kUser, true);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->gid, 1000u);
+  Reopen();
+  auto again = dir_->Lookup(d->ino, "f");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->gid, 50u);
+}
+
 TEST_F(WalDirectoryTest, LargeFileSpansExtentsAndReadsBackExactly) {
   auto f = dir_->Create(kRootInode, "big", 0600, kUser, true);
   std::string data;

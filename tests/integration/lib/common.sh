@@ -1,9 +1,11 @@
 # Shared helpers for walfs integration tests (sourced, not run).
 #
-# Every resource a test makes is registered for cleanup, which runs on any exit
+# Every resource a test makes is registered for cleanup (on_exit), which runs on any exit
 # (success, failure, or a signal): servers are stopped, mounts unmounted, temp dirs
-# removed. Tests call `skip "reason"` (exit 77, ctest's SKIP_RETURN_CODE) when the
-# machine cannot run them, `fail "what"` when an assertion fails.
+# removed. Diagnostics registered with on_failure run first, only on a failing exit, while
+# everything they look at still exists. Tests call `skip "reason"` (exit 77, ctest's
+# SKIP_RETURN_CODE) when the machine cannot run them, `fail "what"` when an assertion
+# fails.
 #
 # Environment (set by ctest; defaults work from a build dir named build/):
 #   WALFS_BUILD_DIR   the CMake build directory
@@ -19,7 +21,8 @@ FSCK=$WALFS_BUILD_DIR/tools/fsck.walfs
 WALFSCTL=$WALFS_BUILD_DIR/tools/walfsctl
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 
-_CLEANUP=()   # commands run in reverse order at exit
+_CLEANUP=()     # commands run in reverse order at exit
+_ON_FAILURE=()  # commands run in order at a failing exit, before the cleanup
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 fail() { log "FAIL: $*"; exit 1; }
@@ -27,9 +30,22 @@ skip() { log "SKIP: $*"; exit 77; }
 
 on_exit() { _CLEANUP+=("$*"); }
 
+# on_failure CMD: runs CMD (eval'd) when the test exits with a status other than 0 or 77,
+# before any cleanup, with its output on the test's original stderr. For diagnostics:
+# cleanup commands' own output is discarded, so a report cannot be one of them.
+on_failure() { _ON_FAILURE+=("$*"); }
+
+# The stderr the test started with: a failure inside a redirected block still reports.
+exec {_WALFS_STDERR}>&2
+
 _run_cleanup() {
   local rc=$? i
   set +e
+  if ((rc != 0 && rc != 77)); then
+    for ((i = 0; i < ${#_ON_FAILURE[@]}; i++)); do
+      eval "${_ON_FAILURE[i]}" >&"$_WALFS_STDERR" 2>&1
+    done
+  fi
   for ((i = ${#_CLEANUP[@]} - 1; i >= 0; i--)); do
     eval "${_CLEANUP[i]}" >/dev/null 2>&1
   done

@@ -7,12 +7,12 @@ namespace walfs::core {
 
 absl::Status PersistentRegion::health() const {
   if (!failed_.load(std::memory_order_acquire)) return absl::OkStatus();
-  absl::MutexLock lock(&error_mu_);
+  MutexLock lock(&error_mu_);
   return error_;
 }
 
 void PersistentRegion::SetPersistFailed(absl::Status error) {
-  absl::MutexLock lock(&error_mu_);
+  MutexLock lock(&error_mu_);
   if (failed_.load(std::memory_order_relaxed)) return;
   error_ = std::move(error);
   failed_.store(true, std::memory_order_release);

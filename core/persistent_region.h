@@ -41,7 +41,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "core/mutex.h"
 
 namespace walfs::core {
 
@@ -93,7 +93,7 @@ class PersistentRegion {
   char* base_;
   uint64_t size_;
   std::atomic<bool> failed_{false};
-  mutable absl::Mutex error_mu_;
+  mutable Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
 };
 

@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
+#include "core/mutex.h"
 #include "core/status.h"
 
 namespace walfs::core {
@@ -86,7 +86,7 @@ class PowerCutPmemRegion final : public PowerCutRegion {
   void Flush(uint64_t off, size_t len) override {
     CheckRange("Flush", off, len);
     if (len == 0) return;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::vector<Range>& mine = flushed_[std::this_thread::get_id()];
     // A run of adjacent flushes (a write split over extents, a zeroing loop) is one copy.
     if (!mine.empty() && mine.back().end == off) {
@@ -98,7 +98,7 @@ class PowerCutPmemRegion final : public PowerCutRegion {
   void Drain() override {
     std::vector<Range> mine;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = flushed_.find(std::this_thread::get_id());
       if (it != flushed_.end()) mine.swap(it->second);
     }
@@ -110,7 +110,7 @@ class PowerCutPmemRegion final : public PowerCutRegion {
   struct Range {
     uint64_t begin, end;
   };
-  absl::Mutex mu_;
+  Mutex mu_;
   // Flushed, not yet drained ranges of each thread. An exited thread's entry stays (its
   // flushes were never fenced, so they never become durable unless a new thread that
   // reuses its id drains them, which real caches could do too).
@@ -125,12 +125,12 @@ class PowerCutMsyncRegion final : public PowerCutRegion {
 
   void Store(uint64_t off, const void* src, size_t len) override {
     CheckRange("Store", off, len);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::memcpy(mutable_base() + off, src, len);
   }
   void Fill(uint64_t off, uint8_t byte, size_t len) override {
     CheckRange("Fill", off, len);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::memset(mutable_base() + off, byte, len);
   }
   void Flush(uint64_t off, size_t len) override {
@@ -139,14 +139,14 @@ class PowerCutMsyncRegion final : public PowerCutRegion {
     const uint64_t begin = off / page_size_ * page_size_;
     const uint64_t end = std::min((off + len + page_size_ - 1) / page_size_ * page_size_,
                                   size());
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     WriteBack(begin, end - begin);
   }
   void Drain() override { media().Drain(); }
 
  private:
   const uint64_t page_size_;
-  absl::Mutex mu_;  // orders stores into the written image against page copies out of it
+  Mutex mu_;  // orders stores into the written image against page copies out of it
 };
 
 }  // namespace

@@ -6,6 +6,8 @@
 //    bytes that are not durable.
 //  - kMsync: bytes go to the shared mapping and the written range is remembered; Fsync
 //    (from any handle) or a sync write msyncs it, then commits a changed size.
+//  - Every call that promises durability (a persisting Write, Fsync, FsyncDir) fails
+//    with the region's latched persist error once a persist has failed (health()).
 // Writes never allocate while holding the data-path locks: a write past the allocated
 // end grows the file under mu_ exclusive first, then retries.
 #include <sys/stat.h>
@@ -218,6 +220,7 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
           return len;
         }
         region_->Drain();
+        if (absl::Status h = region_->health(); !h.ok()) return h;
         if (sync) counters_.sync_writes.fetch_add(1, std::memory_order_relaxed);
         if (in.size_dirty) {
           absl::Status s = CommitRecord(ino, in);
@@ -265,7 +268,7 @@ absl::Status Pool::Fsync(InodeId ino, bool datasync) {
   MutexLock il(&in.mu);
   FlushDirty(in);
   if (in.size_dirty || (!datasync && in.mtime_dirty)) return CommitRecord(ino, in);
-  return absl::OkStatus();
+  return region_->health();
 }
 
 absl::Status Pool::FsyncDir(InodeId ino) {
@@ -273,8 +276,9 @@ absl::Status Pool::FsyncDir(InodeId ino) {
   ReaderMutexLock l(&mu_);
   auto in = Get(ino);
   if (!in.ok()) return in.status();
-  // Directory changes were committed (durably) when they were made.
-  return absl::OkStatus();
+  // Directory changes were committed (durably) when they were made, unless a persist
+  // has failed since.
+  return region_->health();
 }
 
 absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags) {

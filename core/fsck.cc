@@ -1135,6 +1135,8 @@ absl::StatusOr<FsckReport> CheckPool(PersistentRegion& region, const FsckOptions
     result.passes = pass;
     if (!pass_options.repair || !repaired_now) break;
   }
+  // A repair whose writes did not reach the media repaired nothing.
+  if (absl::Status h = region.health(); !h.ok()) return h;
   return result;
 }
 

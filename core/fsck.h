@@ -102,7 +102,8 @@ struct FsckReport {
 };
 
 // Checks (and with options.repair, repairs) the pool on `region`. The status is an error
-// only when the check itself cannot run; everything wrong with the pool is in the report.
+// only when the check itself cannot run, or when a repair's persist failed (the region's
+// health()); everything wrong with the pool is in the report.
 // Without repair the region is only read.
 absl::StatusOr<FsckReport> CheckPool(PersistentRegion& region, const FsckOptions& options);
 

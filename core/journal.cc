@@ -100,7 +100,7 @@ absl::Status Journal::Commit(const Transaction& txn) {
   region_.Drain();
   ++sequence_;
   ++commits_;
-  return absl::OkStatus();
+  return region_.health();
 }
 
 absl::StatusOr<Journal::ReplayResult> Journal::Replay(PersistentRegion& region,

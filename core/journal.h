@@ -49,7 +49,8 @@ class Journal {
   Journal(PersistentRegion& region, const format::Superblock& sb, uint64_t next_sequence)
       : region_(region), sb_(sb), sequence_(next_sequence) {}
 
-  // Writes `txn` atomically and durably (see the protocol above).
+  // Writes `txn` atomically and durably (see the protocol above). Fails with the
+  // region's persist error (health()) if any persist so far has failed.
   absl::Status Commit(const Transaction& txn);
 
   uint64_t commits() const { return commits_; }

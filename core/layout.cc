@@ -150,7 +150,7 @@ absl::Status FormatPool(PersistentRegion& region, const FormatOptions& options) 
   region.Persist(format::kSuperblockOffset[1], sizeof(sb));
   region.Store(format::kSuperblockOffset[0], &sb, sizeof(sb));
   region.Persist(format::kSuperblockOffset[0], sizeof(sb));
-  return absl::OkStatus();
+  return region.health();
 }
 
 }  // namespace walfs::core

@@ -11,6 +11,8 @@
 //  - MemoryRegion / RecordingRegion (memory_region.h, recording_region.h): in-memory
 //    stand-ins for tests; the recording one can produce the image a power failure would
 //    leave (the crash-test engine).
+//  - PowerCutRegion (power_cut_region.h): a test facility over a PmemRegion in which only
+//    persisted bytes reach the pool file, so killing the process is a power cut.
 //
 // Contract for every implementation:
 //  - All mutation goes through Store/Fill: code never writes through data().
@@ -23,16 +25,23 @@
 //  - Store/Fill/Flush on disjoint ranges may run concurrently from several threads;
 //    Drain makes durable the flushes issued by the calling thread (SFENCE semantics), so
 //    a thread drains its own stores.
+//  - A persist that fails (msync EIO) is not reported by Flush/Drain: the region latches
+//    it and health() returns it from then on. Whoever promises durability checks
+//    health() after its persists (see health()).
 #ifndef WALFS_CORE_PERSISTENT_REGION_H_
 #define WALFS_CORE_PERSISTENT_REGION_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/mutex.h"
 
 namespace walfs::core {
 
@@ -62,8 +71,17 @@ class PersistentRegion {
     Drain();
   }
 
+  // OK while every persist so far has succeeded. After the first failed one it returns
+  // that failure (DataLoss, hence EIO) for good: the stores it covered may be lost, and
+  // Linux reports a writeback error only once, so a later msync of the same pages may
+  // succeed without having written them. Nothing persisted since can be trusted either.
+  // Thread-safe; costs one atomic load while healthy.
+  virtual absl::Status health() const;
+
  protected:
   PersistentRegion(char* base, uint64_t size) : base_(base), size_(size) {}
+  // Latches a persist failure for health(); the first one is kept. Thread-safe.
+  void SetPersistFailed(absl::Status error);
   // The writable base, for implementations' own stores.
   char* mutable_base() const { return base_; }
   void Reset(char* base, uint64_t size) {
@@ -74,6 +92,9 @@ class PersistentRegion {
  private:
   char* base_;
   uint64_t size_;
+  std::atomic<bool> failed_{false};
+  mutable Mutex error_mu_;
+  absl::Status error_ ABSL_GUARDED_BY(error_mu_);
 };
 
 struct PmemOpenOptions {

@@ -131,9 +131,9 @@ class MsyncRegion final : public MappedRegion {
   // we ask for explicit.
   //
   // A failed msync (EIO from the backing device) means stores the caller believes are
-  // about to be durable may be lost, and Linux may report success on a later msync of
-  // the same pages. Flush cannot return an error, and carrying on would break the
-  // fsync promise PostgreSQL relies on, so this is fatal.
+  // about to be durable may be lost. It is latched (health()), so the request that
+  // flushed and every later durability request fail with EIO instead of the daemon
+  // dying: PostgreSQL then PANICs on its own terms, and reads keep working.
   void Flush(uint64_t off, size_t len) override {
     CheckRange("Flush", off, len);
     if (len == 0) return;
@@ -141,8 +141,10 @@ class MsyncRegion final : public MappedRegion {
     const uint64_t end = off + len;
     if (pmem_msync(mutable_base() + start, end - start) != 0) {
       const int e = errno;
-      Die(absl::StrFormat("msync of pool %s [%d, %d) failed: %s (%s); durability is lost",
-                          path(), start, end, std::strerror(e), pmem_errormsg()));
+      SetPersistFailed(absl::DataLossError(absl::StrFormat(
+          "msync of pool %s [%d, %d) failed: %s (%s); writes since the last successful "
+          "msync may be lost, so every durability request now fails",
+          path(), start, end, std::strerror(e), pmem_errormsg())));
     }
   }
   void Drain() override {}  // msync is synchronous: Flush already waited for the media.

@@ -98,6 +98,9 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Open(std::unique_ptr<PersistentRegio
   if (!options.read_only) {
     s = pool->Recover();
     if (!s.ok()) return s;
+    // Replay and recovery persist: a pool whose first persists fail is not mounted.
+    s = pool->region_->health();
+    if (!s.ok()) return s;
   }
   return pool;
 }
@@ -548,7 +551,7 @@ absl::Status Pool::Close() {
     }
   }
   ReclaimAll(orphans);
-  return absl::OkStatus();
+  return region_->health();
 }
 
 }  // namespace walfs::core

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/persistent_region.h"
+#include "core/power_cut_region.h"
 #include "core/wal_directory.h"
 #include "fs/daemonize.h"
 #include "fs/logging.h"
@@ -145,6 +146,14 @@ int RunDaemon(const Options& options) {
           std::string(region.status().message()).c_str());
       return 1;
     }
+    if (options.powercut_sim) {
+      region = core::NewPowerCutRegion(std::move(*region));
+      if (!region.ok()) {
+        Log(LOG_ERR, "cannot set up power-cut simulation for %s: %s", options.pool.c_str(),
+            std::string(region.status().message()).c_str());
+        return 1;
+      }
+    }
     absl::StatusOr<std::unique_ptr<core::WalDirectory>> opened =
         core::WalDirectory::Open(std::move(*region),
                                  {.read_only = options.read_only,
@@ -211,6 +220,13 @@ int RunDaemon(const Options& options) {
       options.mountpoint.c_str(), static_cast<int>(dir->region().kind().size()),
       dir->region().kind().data(), options.threads, options.threads == 1 ? "" : "s",
       durability.c_str());
+  if (options.powercut_sim) {
+    Log(LOG_WARNING,
+        "POWER-CUT SIMULATION is on (-o powercut_sim, a test facility): writes not yet "
+        "persisted live only in this process, so kill -9 of pid %d loses them as a power "
+        "cut would",
+        static_cast<int>(getpid()));
+  }
   if (options.allow_other && !options.default_permissions_given) {
     Log(LOG_NOTICE,
         "allow_other without default_permissions: default_permissions is enforced anyway "

@@ -178,6 +178,10 @@ absl::Status ApplyOption(const std::string& option, Options& options) {
     }
     return absl::OkStatus();
   }
+  if (key == "powercut_sim") {
+    options.powercut_sim = true;
+    return no_value();
+  }
   if (key == "fsname" || key == "subtype") {
     if (!has_value || value.empty()) {
       return absl::InvalidArgumentError(
@@ -241,6 +245,11 @@ absl::StatusOr<Options> ParseCommandLine(int argc, const char* const* argv) {
     }
   }
   if (options.show_help || options.show_version) return options;
+  if (options.powercut_sim && options.read_only) {
+    return absl::InvalidArgumentError(
+        "mount option powercut_sim cannot be used with ro (a read-only mount persists "
+        "nothing, so there is nothing to cut)");
+  }
   if (positional.size() != 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "expected POOL and MOUNTPOINT, got ", positional.size(), " argument(s)",
@@ -287,6 +296,8 @@ std::string Usage(const std::string& program) {
       "  durability=strict   every fsync is sent to walfs and persists for real\n"
       "  fsname=NAME         source shown by mount and df (default: POOL)\n"
       "  subtype=NAME        file system type fuse.NAME (default: walfs)\n"
+      "  powercut_sim        TEST FACILITY, never for real data: only persisted bytes\n"
+      "                      reach POOL, so kill -9 of the daemon acts as a power cut\n"
       "Options mount(8) adds (rw, nodev, nosuid, noatime, nofail, _netdev, defaults,\n"
       "x-systemd.*, ...) are ignored.\n");
 }

@@ -29,6 +29,10 @@
 //   fsname=NAME          source shown by mount/df (default: the pool path)
 //   subtype=NAME         type shown as fuse.NAME (default: walfs)
 //   debug                same as -d (libfuse request tracing, implies -f)
+//   powercut_sim         TEST FACILITY, off by default: the pool is served from a private
+//                        copy and only flushed-and-drained (pmem) or msynced bytes reach
+//                        the pool file, so kill -9 of the daemon leaves what a power cut
+//                        would (core/power_cut_region.h). Refused with ro.
 // Options mount(8) adds on its own (rw, dev, nodev, suid, nosuid, exec, atime, noatime,
 // relatime, nofail, _netdev, auto, noauto, user, users, defaults, x-*, comment=...) are
 // ignored; anything else is refused.
@@ -77,6 +81,7 @@ struct Options {
   Durability durability = Durability::kAuto;
   std::string fsname;  // empty: the pool path
   std::string subtype = "walfs";
+  bool powercut_sim = false;  // test facility, see above
   bool show_help = false;
   bool show_version = false;
   // Mount options that were accepted but ignored, for one log line.

@@ -172,6 +172,28 @@ TEST(FsOptionsTest, PositionalCount) {
   EXPECT_TRUE(o->show_help);
 }
 
+TEST(FsOptionsTest, PowerCutSimulationIsOptInAndNotAKernelOption) {
+  absl::StatusOr<Options> o = Parse({"/p", "/m"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_FALSE(o->powercut_sim);
+  o = Parse({"/p", "/m", "-o", "allow_other,powercut_sim"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->powercut_sim);
+  EXPECT_TRUE(o->ignored.empty());
+  EXPECT_EQ(FuseSessionArgs(*o)[2], "fsname=/p,subtype=walfs,default_permissions,allow_other");
+  EXPECT_NE(Usage("walfs").find("powercut_sim"), std::string::npos);
+
+  o = Parse({"/p", "/m", "-o", "powercut_sim=1"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("'powercut_sim' takes no value"), std::string::npos)
+      << o.status();
+  // A read-only mount never persists anything, so there would be nothing to cut.
+  o = Parse({"/p", "/m", "-o", "ro,powercut_sim"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("cannot be used with ro"), std::string::npos)
+      << o.status();
+}
+
 TEST(FsOptionsTest, SessionArgsAlwaysDefaultPermissions) {
   absl::StatusOr<Options> o = Parse({"/pools/a,b", "/m", "-o", "allow_other,ro,noexec", "-d"});
   ASSERT_TRUE(o.ok());

@@ -117,6 +117,8 @@ class Pool {
   absl::Status LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status LoadDirents(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status CheckTree();
+  // DataLoss naming the first non-zero data block no inode owns (format.h's invariant).
+  absl::Status CheckFreeSpace();
   absl::Status Recover();
 
   // Lookups under mu_ (either mode).

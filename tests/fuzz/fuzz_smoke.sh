@@ -24,7 +24,7 @@ ARTIFACTS=$BUILD_DIR/fuzz-artifacts
 mkdir -p "$CORPUS" "$ARTIFACTS" "$WORK/seeds"
 "$BUILD_DIR/tests/fuzz/pool_fuzz_seeds" "$WORK/seeds"
 
-# Leak checking stays on; a pool image is 1.25 MiB, so inputs stay far below -rss_limit.
+# Leak checking stays on; a pool image is 2.25 MiB, so inputs stay far below -rss_limit.
 status=0
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   "$BUILD_DIR/tests/fuzz/pool_fuzz" "$CORPUS" "$WORK/seeds" \

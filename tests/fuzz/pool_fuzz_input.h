@@ -1,13 +1,14 @@
 // The input format of the pool fuzzer (pool_fuzz.cc) and the base images it patches,
 // shared with the seed generator (pool_fuzz_seeds.cc).
 //
-// An input is not a whole pool image but a patch over one of a few small base pools
-// built in process (a fresh mkfs and one holding a segment, a small file, a hard link,
-// a symlink and a subdirectory tree). A whole 1.25 MiB image as input would leave the
-// fuzzer mutating bytes of an all-zero data area almost every time, and nearly every
-// mutation of a superblock ends the run at its CRC; a few patches over a consistent
-// pool instead reach the journal, record and tree checks from the first execution, and
-// the patch format keeps crash states (a handful of changed records) a few KiB long.
+// An input is not a whole pool image but a patch over one of a few small base pools of
+// 2.25 MiB built in process (a fresh mkfs, and one holding a segment, a small file, a
+// hard link, a symlink and a subdirectory tree). A whole image as input would leave
+// the fuzzer mutating bytes of an all-zero data area almost every time, and nearly
+// every mutation of a superblock ends the run at its CRC; a few patches over a
+// consistent pool instead reach the journal, record and tree checks from the first
+// execution, and the patch format keeps crash states (a handful of changed records) a
+// few KiB long.
 //
 // Layout (little-endian):
 //   byte 0        base image: value % kBaseCount
@@ -32,7 +33,7 @@
 
 namespace walfs::fuzz {
 
-inline constexpr uint64_t kImageSize = 1280 * 1024;  // 1 MiB of data area + metadata
+inline constexpr uint64_t kImageSize = 2304 * 1024;  // room for two 1 MiB segments
 inline constexpr uint64_t kSegmentSize = 1 << 20;
 inline constexpr uint64_t kInodes = 16;
 inline constexpr int kBaseCount = 2;

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/crc32c.h"
 #include "core/format.h"
 #include "core/fsck.h"
 #include "core/memory_region.h"
@@ -467,6 +468,60 @@ TEST(WalDirectoryReadOnly, MutationsFailReadsWork) {
   EXPECT_EQ(Errno(dir->Create(kRootInode, "g", 0600, kUser, true)), EROFS);
   EXPECT_EQ(Errno(dir->Write(f->ino, 0, Bytes("x"), false)), EROFS);
   EXPECT_EQ(Errno(dir->Unlink(kRootInode, "f")), EROFS);
+}
+
+// A damaged pool's non-zero free space is not scanned for at open; the blocks are zeroed
+// when they are allocated, so they never show through the zeros a new file elides.
+TEST_F(WalDirectoryTest, NonZeroFreeSpaceIsZeroedWhenAllocated) {
+  ASSERT_TRUE(dir_->Close().ok());
+  std::string image = *bytes_;
+  dir_.reset();
+  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
+  const uint64_t first = sb.data_offset;  // where segments go (the lowest free blocks)
+  const uint64_t last = sb.data_offset + (sb.data_blocks - 1) * format::kBlockSize;
+  std::memcpy(image.data() + first + 100, "stale", 5);
+  std::memcpy(image.data() + last + 4000, "stale", 5);
+  dir_ = OpenImage(std::move(image), true, &bytes_);
+  ASSERT_NE(dir_, nullptr);
+  auto seg = dir_->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(seg.ok());
+  ASSERT_TRUE(dir_->Write(seg->ino, 0, Bytes(std::string(8192, '\0')), false).ok());
+  EXPECT_EQ(ReadAll(*dir_, seg->ino), std::string(8192, '\0'));
+  auto small = dir_->Create(kRootInode, "small", 0600, kUser, true);  // from the top
+  ASSERT_TRUE(small.ok());
+  ASSERT_TRUE(dir_->Write(small->ino, 4095, Bytes(std::string(1, '\0')), false).ok());
+  EXPECT_EQ(ReadAll(*dir_, small->ino), std::string(4096, '\0'));
+  // TearDown's fsck finds no non-zero free space left.
+}
+
+// A directory cycle is reported as one, not as the link counts it throws off.
+TEST(WalDirectoryCorruption, DirectoryCycleIsNamedAtOpen) {
+  std::string image;
+  {
+    std::string* bytes = nullptr;
+    auto dir = OpenImage(FormattedImage(), true, &bytes);
+    auto d = dir->Mkdir(kRootInode, "d", 0755, kUser);
+    ASSERT_TRUE(d.ok());
+    ASSERT_TRUE(dir->Mkdir(d->ino, "s", 0755, kUser).ok());
+    ASSERT_TRUE(dir->Close().ok());
+    image = *bytes;
+  }
+  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
+  bool moved = false;
+  for (uint64_t slot = 0; slot < sb.dirent_count && !moved; ++slot) {
+    auto* e = reinterpret_cast<format::DirentRecord*>(
+        image.data() + sb.dirent_table_offset + slot * format::kDirentSize);
+    if (e->in_use != 1 || std::string_view(e->name, e->name_length) != "d") continue;
+    e->parent = e->child + 1;  // "s", made right after "d": d now lives inside s
+    e->crc = RecordCrc(e, sizeof(*e));
+    moved = true;
+  }
+  ASSERT_TRUE(moved);
+  auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(dir.status().message().find("directory cycle"), std::string::npos)
+      << dir.status();
 }
 
 TEST(WalDirectoryCorruption, ReportedNeverTrusted) {

@@ -115,11 +115,11 @@ inline uint16_t Load16(const uint8_t* p) {
   return v;
 }
 
-// The pool image an input describes (empty for an input shorter than its header).
-inline std::string DecodeInput(const uint8_t* data, size_t size) {
-  if (size < 2) return {};
-  const std::string& base = BaseImages()[data[0] % kBaseCount];
-  std::string image = base;
+// Puts the pool image an input describes into `image` (reusing its buffer); false for
+// an input shorter than its header.
+inline bool DecodeInput(const uint8_t* data, size_t size, std::string& image) {
+  if (size < 2) return false;
+  image.assign(BaseImages()[data[0] % kBaseCount]);
   size_t pos = 2;
   while (size - pos >= 6) {
     const uint64_t off = Load32(data + pos) % image.size();
@@ -130,7 +130,7 @@ inline std::string DecodeInput(const uint8_t* data, size_t size) {
     pos += n;
   }
   if (data[1] != 0) image.resize(image.size() * data[1] / 256 / 512 * 512);
-  return image;
+  return true;
 }
 
 // An input turning base `base_index` into `image` (same size): runs of differing bytes,

@@ -348,6 +348,7 @@ class Checker {
         return absl::StrCat("offset ", offset, " length ", length,
                             " is not one whole inode record");
       }
+      if (offset == sb_.inode_table_offset) return "it targets the reserved inode slot 0";
       return "";
     }
     if (offset >= sb_.dirent_table_offset && offset < dirent_end) {
@@ -499,7 +500,9 @@ class Checker {
       if (IsZeroRecord(r)) continue;
       const std::string where = absl::StrCat("inode ", ino);
       if (ino == 0) {
-        const bool fixed = options_.repair && FreeInode(0);
+        // Not through the journal: recovery accepts no transaction naming slot 0, and
+        // nothing refers to it, so zeroing it in place is safe even if interrupted.
+        const bool fixed = options_.repair && ZeroBytes(InodeOffset(0), sb_.inode_size);
         Add(Severity::kError, where, "reserved slot 0 is not zero", true, fixed);
         continue;
       }

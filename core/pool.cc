@@ -118,6 +118,11 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay) {
 
 absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay) {
   inodes_.resize(sb_.inode_count);
+  // Slot 0 is reserved and always zero (format.h): anything there was written by damage.
+  if (!AllZero(region_->data() + sb_.inode_table_offset, format::kInodeSize)) {
+    return absl::DataLossError(absl::StrCat("reserved inode slot 0 (offset ",
+                                            sb_.inode_table_offset, ") is not zero"));
+  }
   const uint64_t data_bytes = sb_.data_blocks * kBlockSize;
   for (uint64_t ino = sb_.inode_count - 1; ino >= 1; --ino) {
     const uint64_t off = sb_.inode_table_offset + ino * format::kInodeSize;

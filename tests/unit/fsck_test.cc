@@ -825,6 +825,27 @@ TEST(FsckWithCoreTest, CoreJournalNotReplayedIsRecognisedAndReplayed) {
 }
 
 // fsck's repairs (through the journal, as core writes) leave a pool WalDirectory opens.
+// Found by pool_fuzz: the repair of slot 0 went through the journal, whose replay
+// refuses a transaction naming slot 0, so the "repaired" pool no longer opened.
+TEST(FsckWithCoreTest, RepairedReservedSlotOpens) {
+  std::string image = testing::FormattedImage();
+  const auto* sb = reinterpret_cast<const f::Superblock*>(image.data());
+  image[sb->inode_table_offset + 40] = 7;
+  MemoryRegion region(image);
+  FsckReport report = Check(region, true);
+  ASSERT_NE(Find(report, "reserved slot 0"), nullptr) << Describe(report);
+  EXPECT_TRUE(report.clean()) << Describe(report);
+  auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(region.bytes()));
+  EXPECT_TRUE(dir.ok()) << dir.status();
+}
+
+// Recovery refuses a committed transaction naming slot 0; fsck agrees it is invalid.
+TEST(FsckTest, JournalTargetingReservedSlotIsInvalid) {
+  HandPool pool;
+  pool.WriteJournal(1, {{pool.InodeOffset(0), std::string(f::kInodeSize, '\0')}});
+  ExpectRepairable(pool, "reserved inode slot 0", FsckProblem::kError);
+}
+
 TEST(FsckWithCoreTest, RepairedPoolOpensAgain) {
   std::string* bytes = nullptr;
   std::unique_ptr<WalDirectory> dir = testing::OpenImage(testing::FormattedImage(), true, &bytes);

@@ -524,6 +524,18 @@ TEST(WalDirectoryCorruption, DirectoryCycleIsNamedAtOpen) {
       << dir.status();
 }
 
+// Found by pool_fuzz: Open ignored the reserved inode slot 0, fsck calls it an error.
+TEST(WalDirectoryCorruption, ReservedInodeSlotMustBeZero) {
+  std::string image = FormattedImage();
+  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
+  image[sb.inode_table_offset + 17] = 1;
+  auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(dir.status().message().find("reserved inode slot 0"), std::string::npos)
+      << dir.status();
+}
+
 TEST(WalDirectoryCorruption, ReportedNeverTrusted) {
   const std::string good = FormattedImage();
   {

@@ -252,11 +252,18 @@ absl::Status Pool::CheckTree() {
       }
       continue;
     }
-    if (ino == format::kRootInode) continue;
-    if (names[ino] == 0) {
+    if (ino != format::kRootInode && names[ino] == 0) {
       return absl::DataLossError(absl::StrCat("inode ", ino, " is live but has no name"));
     }
-    if (in->rec.type != format::InodeType::kDirectory) continue;
+  }
+  // Every directory but the root now has exactly one name (LoadDirents refuses a second),
+  // so each step up the tree has a parent_slot.
+  for (uint64_t ino = 2; ino < inodes_.size(); ++ino) {
+    const Inode* in = inodes_[ino].get();
+    if (in == nullptr || in->rec.state != format::InodeState::kLive ||
+        in->rec.type != format::InodeType::kDirectory) {
+      continue;
+    }
     // Walk to the root; more steps than inodes means a cycle.
     uint64_t cur = ino;
     for (uint64_t steps = 0; cur != format::kRootInode; ++steps) {

@@ -10,8 +10,14 @@
 // execution, and the patch format keeps crash states (a handful of changed records) a
 // few KiB long.
 //
+// Most bytes of a pool are covered by a CRC, so a raw patch almost always ends at a
+// checksum mismatch. An input can therefore ask for its damage to be sealed: the CRCs
+// of every record, superblock and journal transaction it touched are recomputed, the
+// way walfs_damage makes the mount-level corpus, so the checks behind the CRCs (extents,
+// link counts, the tree, journal entries) see hostile values too.
+//
 // Layout (little-endian):
-//   byte 0        base image: value % kBaseCount
+//   byte 0        bits 0-6: base image (value % kBaseCount); bit 7: seal the patches
 //   byte 1        region size: 0 = the whole image, n > 0 = image cut to n/256 of its
 //                 size rounded down to 512 bytes (truncated pools)
 //   then patches  u32 offset (taken modulo the image size), u16 length, `length` bytes
@@ -20,6 +26,7 @@
 #define WALFS_TESTS_FUZZ_POOL_FUZZ_INPUT_H_
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +35,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/crc32c.h"
+#include "core/format.h"
 #include "core/memory_region.h"
 #include "core/wal_directory.h"
 
@@ -115,11 +124,58 @@ inline uint16_t Load16(const uint8_t* p) {
   return v;
 }
 
+// Recomputes the CRC of every superblock, record and journal transaction overlapping
+// [off, off + len), located with the base image's geometry `sb`.
+inline void Seal(std::string& image, const core::format::Superblock& sb, uint64_t off,
+                 uint64_t len) {
+  namespace format = core::format;
+  char* p = image.data();
+  const uint64_t end = off + len;
+  for (uint64_t sbo : format::kSuperblockOffset) {
+    if (off < sbo + sizeof(format::Superblock) && end > sbo &&
+        sbo + sizeof(format::Superblock) <= image.size()) {
+      const uint32_t crc = core::Crc32c(0, p + sbo, offsetof(format::Superblock, crc));
+      std::memcpy(p + sbo + offsetof(format::Superblock, crc), &crc, sizeof(crc));
+    }
+  }
+  auto seal_table = [&](uint64_t table, uint64_t count, uint64_t size) {
+    if (end <= table || off >= table + count * size) return;
+    const uint64_t first = off > table ? (off - table) / size : 0;
+    const uint64_t last = std::min(count - 1, (end - 1 - table) / size);
+    for (uint64_t i = first; i <= last; ++i) {
+      char* rec = p + table + i * size;
+      if (table + (i + 1) * size > image.size()) return;
+      const bool zero = rec[0] == 0 && std::memcmp(rec, rec + 1, size - 1) == 0;
+      if (zero) continue;
+      const uint32_t crc = core::RecordCrc(rec, size);
+      std::memcpy(rec, &crc, sizeof(crc));
+    }
+  };
+  seal_table(sb.inode_table_offset, sb.inode_count, format::kInodeSize);
+  seal_table(sb.dirent_table_offset, sb.dirent_count, format::kDirentSize);
+  if (off < sb.journal_offset + sb.journal_size && end > sb.journal_offset &&
+      sb.journal_offset + sb.journal_size <= image.size()) {
+    char* j = p + sb.journal_offset;
+    format::JournalHeader h;
+    std::memcpy(&h, j, sizeof(h));
+    if (h.magic == format::kJournalMagic && h.payload_bytes <= sb.journal_size - sizeof(h)) {
+      h.crc = 0;
+      std::memcpy(j, &h, sizeof(h));
+      h.crc = core::Crc32c(0, j, sizeof(h) + h.payload_bytes);
+      std::memcpy(j, &h, sizeof(h));
+    }
+  }
+}
+
 // Puts the pool image an input describes into `image` (reusing its buffer); false for
 // an input shorter than its header.
 inline bool DecodeInput(const uint8_t* data, size_t size, std::string& image) {
   if (size < 2) return false;
-  image.assign(BaseImages()[data[0] % kBaseCount]);
+  const std::string& base = BaseImages()[(data[0] & 0x7f) % kBaseCount];
+  const bool seal = (data[0] & 0x80) != 0;
+  core::format::Superblock sb;
+  std::memcpy(&sb, base.data(), sizeof(sb));
+  image.assign(base);
   size_t pos = 2;
   while (size - pos >= 6) {
     const uint64_t off = Load32(data + pos) % image.size();
@@ -127,6 +183,7 @@ inline bool DecodeInput(const uint8_t* data, size_t size, std::string& image) {
     pos += 6;
     const size_t n = std::min({want, size - pos, image.size() - off});
     std::memcpy(image.data() + off, data + pos, n);
+    if (seal && n > 0) Seal(image, sb, off, n);
     pos += n;
   }
   if (data[1] != 0) image.resize(image.size() * data[1] / 256 / 512 * 512);
@@ -135,10 +192,11 @@ inline bool DecodeInput(const uint8_t* data, size_t size, std::string& image) {
 
 // An input turning base `base_index` into `image` (same size): runs of differing bytes,
 // joined across gaps shorter than a patch header.
-inline std::string EncodeInput(int base_index, const std::string& image) {
+// With `seal`, decoding recomputes the CRCs of what the patches touch (see above).
+inline std::string EncodeInput(int base_index, const std::string& image, bool seal = false) {
   const std::string& base = BaseImages()[base_index];
   std::string out;
-  out.push_back(static_cast<char>(base_index));
+  out.push_back(static_cast<char>(base_index | (seal ? 0x80 : 0)));
   out.push_back(0);
   size_t i = 0;
   while (i < image.size()) {

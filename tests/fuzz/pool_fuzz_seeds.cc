@@ -5,8 +5,8 @@
 // Crash states come from PostgreSQL-shaped operations run over the populated base on a
 // RecordingRegion (both durability models): at every durability point a few of the
 // images a power failure could leave are encoded as patches over the base
-// (pool_fuzz_input.h), so the fuzzer starts from journals with committed and torn
-// transactions, orphans and half-written records.
+// (pool_fuzz_input.h), plain and sealed, so the fuzzer starts from journals with
+// committed and torn transactions, orphans and half-written records.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -48,7 +48,11 @@ class SeedWriter {
       opts.complements = false;
       opts.max_images = 3;
       rec->ForEachCrashImage(opts, [&](const std::string& image) {
-        if (crash_seeds_ < max_crash_ && Write(EncodeInput(1, image))) ++crash_seeds_;
+        // Sealed, a torn record becomes one whose CRC holds over half-written fields.
+        if (crash_seeds_ < max_crash_ && Write(EncodeInput(1, image)) &&
+            Write(EncodeInput(1, image, /*seal=*/true))) {
+          ++crash_seeds_;
+        }
       });
     });
     ops(*dir);

@@ -536,6 +536,38 @@ TEST(WalDirectoryCorruption, ReservedInodeSlotMustBeZero) {
       << dir.status();
 }
 
+// A directory whose parent directory lost its own name: the walk up the tree must not
+// reach the unnamed parent before it is refused (it used to throw out_of_range when
+// the parent's inode number was the higher one).
+TEST(WalDirectoryCorruption, DirectoryUnderAnUnnamedDirectoryIsRefused) {
+  std::string image;
+  {
+    std::string* bytes = nullptr;
+    auto dir = OpenImage(FormattedImage(), true, &bytes);
+    auto a = dir->Mkdir(kRootInode, "a", 0755, kUser);
+    auto b = dir->Mkdir(kRootInode, "b", 0755, kUser);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_LT(a->ino, b->ino);
+    ASSERT_TRUE(dir->Rename(kRootInode, "a", b->ino, "a", 0).ok());
+    ASSERT_TRUE(dir->Mkdir(kRootInode, "c", 0755, kUser).ok());  // the journal moves on
+    ASSERT_TRUE(dir->Close().ok());
+    image = *bytes;
+  }
+  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
+  bool dropped = false;
+  for (uint64_t slot = 0; slot < sb.dirent_count && !dropped; ++slot) {
+    char* raw = image.data() + sb.dirent_table_offset + slot * format::kDirentSize;
+    auto* e = reinterpret_cast<format::DirentRecord*>(raw);
+    if (e->in_use != 1 || std::string_view(e->name, e->name_length) != "b") continue;
+    std::memset(raw, 0, format::kDirentSize);
+    dropped = true;
+  }
+  ASSERT_TRUE(dropped);
+  auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("has no name"), std::string::npos) << dir.status();
+}
+
 TEST(WalDirectoryCorruption, ReportedNeverTrusted) {
   const std::string good = FormattedImage();
   {

@@ -145,7 +145,9 @@ expect_intact "$P"
 log "every kind the damage tool knows is covered"
 for k in $("$DAMAGE" --list | cut -d' ' -f1); do
   [ "$k" = journal-torn ] || [ "$k" = free-space ] && continue
-  printf '%s\n' "${CASES[@]}" | grep -q "^$k|" || fail "damage kind $k has no case here"
+  covered=0
+  for c in "${CASES[@]}"; do [ "${c%%|*}" = "$k" ] && covered=1; done
+  [ "$covered" = 1 ] || fail "damage kind $k has no case here"
 done
 ! grep -q " $MNT " /proc/mounts || fail "a mount was left behind"
 log "PASS"

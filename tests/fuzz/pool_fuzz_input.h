@@ -50,8 +50,8 @@ inline constexpr core::Caller kUser{1000, 1000};
 inline constexpr char kSegmentName[] = "000000010000000000000001";
 
 [[noreturn]] inline void Die(std::string_view what, const absl::Status& s) {
-  std::fprintf(stderr, "pool_fuzz setup: %.*s: %s\n", static_cast<int>(what.size()),
-               what.data(), s.ToString().c_str());
+  std::fprintf(stderr, "pool_fuzz setup: %.*s: %s\n", static_cast<int>(what.size()), what.data(),
+               s.ToString().c_str());
   std::abort();
 }
 

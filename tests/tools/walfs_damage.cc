@@ -288,8 +288,10 @@ struct Kind {
 
 const std::vector<Kind>& Kinds() {
   static const std::vector<Kind> kinds = {
-      {"sb-a-crc", "superblock A's checksum is wrong", [](Pool& p) { return SuperblockChecksum(p, 0); }},
-      {"sb-b-crc", "superblock B's checksum is wrong", [](Pool& p) { return SuperblockChecksum(p, 1); }},
+      {"sb-a-crc", "superblock A's checksum is wrong",
+       [](Pool& p) { return SuperblockChecksum(p, 0); }},
+      {"sb-b-crc", "superblock B's checksum is wrong",
+       [](Pool& p) { return SuperblockChecksum(p, 1); }},
       {"sb-both", "both superblocks' checksums are wrong", BothSuperblocks},
       {"journal-garbage", "a committed journal transaction targets a superblock", JournalGarbage},
       {"journal-torn", "the journal holds bytes that fail its CRC", JournalTorn},

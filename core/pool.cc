@@ -165,6 +165,11 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
       return absl::DataLossError(absl::StrCat(where(), "size ", rec.size,
                                               " exceeds its allocation of ", limit));
     }
+    if (rec.type == format::InodeType::kSymlink &&
+        (rec.size == 0 ||
+         std::memchr(reinterpret_cast<const char*>(rec.extents), '\0', rec.size) != nullptr)) {
+      return absl::DataLossError(absl::StrCat(where(), "invalid symlink target"));
+    }
     if (rec.size > data_bytes) {
       return absl::DataLossError(absl::StrCat(where(), "size ", rec.size, " exceeds the pool"));
     }
@@ -201,6 +206,9 @@ absl::Status Pool::LoadDirents(const absl::flat_hash_map<uint64_t, const char*>&
     const std::string_view name(d.name, d.name_length);
     if (!ValidateName(name).ok()) {
       return absl::DataLossError(absl::StrCat(where(), "invalid name"));
+    }
+    if (!AllZero(d.name + d.name_length, sizeof(d.name) - d.name_length)) {
+      return absl::DataLossError(absl::StrCat(where(), "bytes after the name are not zero"));
     }
     Inode* parent = Find(d.parent);
     if (parent == nullptr || parent->rec.type != format::InodeType::kDirectory ||

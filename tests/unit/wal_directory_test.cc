@@ -568,6 +568,67 @@ TEST(WalDirectoryCorruption, DirectoryUnderAnUnnamedDirectoryIsRefused) {
   EXPECT_NE(dir.status().message().find("has no name"), std::string::npos) << dir.status();
 }
 
+// Found by pool_fuzz: Open accepted an entry with bytes after its name, which fsck (and
+// format.h) call damage, so the two disagreed on what the tree is.
+TEST(WalDirectoryCorruption, BytesAfterANameAreRefused) {
+  std::string image;
+  {
+    std::string* bytes = nullptr;
+    auto dir = OpenImage(FormattedImage(), true, &bytes);
+    ASSERT_TRUE(dir->Create(kRootInode, "f", 0600, kUser, true).ok());
+    ASSERT_TRUE(dir->Mkdir(kRootInode, "d", 0755, kUser).ok());  // the journal moves on
+    ASSERT_TRUE(dir->Close().ok());
+    image = *bytes;
+  }
+  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
+  bool damaged = false;
+  for (uint64_t slot = 0; slot < sb.dirent_count && !damaged; ++slot) {
+    auto* e = reinterpret_cast<format::DirentRecord*>(
+        image.data() + sb.dirent_table_offset + slot * format::kDirentSize);
+    if (e->in_use != 1 || std::string_view(e->name, e->name_length) != "f") continue;
+    e->name[200] = 'x';
+    e->crc = RecordCrc(e, sizeof(*e));
+    damaged = true;
+  }
+  ASSERT_TRUE(damaged);
+  auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("bytes after the name"), std::string::npos)
+      << dir.status();
+}
+
+// Open and fsck agree on symlink targets: 1..416 bytes, no NUL.
+TEST(WalDirectoryCorruption, InvalidSymlinkTargetsAreRefused) {
+  std::string image;
+  uint64_t ino = 0;
+  {
+    std::string* bytes = nullptr;
+    auto dir = OpenImage(FormattedImage(), true, &bytes);
+    auto l = dir->Symlink(kRootInode, "l", "target", kUser);
+    ASSERT_TRUE(l.ok());
+    ino = l->ino;
+    ASSERT_TRUE(dir->Mkdir(kRootInode, "d", 0755, kUser).ok());  // the journal moves on
+    ASSERT_TRUE(dir->Close().ok());
+    image = *bytes;
+  }
+  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
+  for (int variant = 0; variant < 2; ++variant) {
+    std::string bad = image;
+    auto* r = reinterpret_cast<format::InodeRecord*>(bad.data() + sb.inode_table_offset +
+                                                     ino * format::kInodeSize);
+    if (variant == 0) {
+      r->size = 0;
+    } else {
+      reinterpret_cast<char*>(r->extents)[2] = '\0';
+    }
+    r->crc = RecordCrc(r, sizeof(*r));
+    auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(bad));
+    ASSERT_FALSE(dir.ok()) << variant;
+    EXPECT_NE(dir.status().message().find("invalid symlink target"), std::string::npos)
+        << dir.status();
+  }
+}
+
 TEST(WalDirectoryCorruption, ReportedNeverTrusted) {
   const std::string good = FormattedImage();
   {

@@ -348,6 +348,7 @@ class Checker {
         return absl::StrCat("offset ", offset, " length ", length,
                             " is not one whole inode record");
       }
+      if (offset == sb_.inode_table_offset) return "it targets the reserved inode slot 0";
       return "";
     }
     if (offset >= sb_.dirent_table_offset && offset < dirent_end) {
@@ -499,7 +500,9 @@ class Checker {
       if (IsZeroRecord(r)) continue;
       const std::string where = absl::StrCat("inode ", ino);
       if (ino == 0) {
-        const bool fixed = options_.repair && FreeInode(0);
+        // Not through the journal: recovery accepts no transaction naming slot 0, and
+        // nothing refers to it, so zeroing it in place is safe even if interrupted.
+        const bool fixed = options_.repair && ZeroBytes(InodeOffset(0), sb_.inode_size);
         Add(Severity::kError, where, "reserved slot 0 is not zero", true, fixed);
         continue;
       }
@@ -579,6 +582,7 @@ class Checker {
                          static_cast<uint64_t>(allocated), " bytes its extents hold"));
         info.extents_ok = false;
       }
+      if (!info.extents_ok && damaged_extents_ino_ == 0) damaged_extents_ino_ = ino;
     }
     const InodeInfo& root = inodes_[format::kRootInode];
     if (root.slot != Slot::kLive || root.type != InodeType::kDirectory) {
@@ -964,16 +968,23 @@ class Checker {
     size_t runs = 0;
     uint64_t unlisted_blocks = 0;
     bool unlisted_fixed = false;
+    // A file whose extents are damaged may have its data in blocks no valid extent
+    // names: zeroing them would destroy what walfsctl export --salvage could recover.
+    const bool repairable = damaged_extents_ino_ == 0;
     auto report_run = [&](uint64_t begin, uint64_t end) {
       bool fixed = false;
-      if (options_.repair) {
+      if (options_.repair && repairable) {
         fixed = ZeroBytes(BlockOffset(begin), (end - begin) * sb_.block_size);
       }
       if (++runs <= kMaxListed) {
         Add(Severity::kError, absl::StrCat("data blocks ", begin, "-", end - 1),
             absl::StrCat(end - begin, " block(s) owned by no inode are not zero",
-                         fixed ? "; zeroed" : ""),
-            true, fixed);
+                         fixed ? "; zeroed" : "",
+                         repairable ? ""
+                                    : absl::StrCat("; kept: they may hold data of inode ",
+                                                   damaged_extents_ino_,
+                                                   ", whose extents are damaged")),
+            repairable, fixed);
       } else {
         unlisted_blocks += end - begin;
         unlisted_fixed = fixed;
@@ -1003,7 +1014,7 @@ class Checker {
           absl::StrCat(runs - kMaxListed, " more runs (", unlisted_blocks,
                        " blocks) owned by no inode are not zero",
                        unlisted_fixed ? "; zeroed" : ""),
-          true, unlisted_fixed);
+          repairable, unlisted_fixed);
     }
     blocks_used_ = used;
   }
@@ -1078,6 +1089,7 @@ class Checker {
   absl::flat_hash_set<std::string> root_names_;  // names in the root, for Reattach
   uint64_t free_dirent_cursor_ = 0;        // no free dirent slot below it
   bool dirents_trusted_ = true;  // every used dirent was readable and consistent
+  uint64_t damaged_extents_ino_ = 0;  // first regular file with invalid extents, if any
   uint64_t dirents_used_ = 0;
   uint64_t blocks_used_ = 0;
 };

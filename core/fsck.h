@@ -20,8 +20,11 @@
 // problem `repaired`: a bad superblock copy from the good one, replaying (or discarding
 // an invalid) journal transaction, dirents naming free inodes or the root, dirent types,
 // link counts, live inodes no entry names (given a name "#<ino>" in the root, as
-// lost+found), orphans (data zeroed, then the inode freed), non-zero free space and
-// non-zero bytes past a file's end. Record changes go through the pool's journal exactly
+// lost+found), orphans (data zeroed, then the inode freed), non-zero free space (unless
+// a file's extents are damaged: those blocks may be its data) and non-zero bytes past a
+// file's end. Everything else (both superblocks bad, a truncated pool, extents outside
+// the data area or shared by two files, directory cycles, corrupt records) is reported
+// and left as it is: fixing it would mean guessing which data is right. Record changes go through the pool's journal exactly
 // as the file system writes them (images, header, persist, then home copies, persist),
 // so a crash during a repair leaves a pool that recovery completes. After repairing,
 // the pool is checked again until a pass repairs nothing; the report keeps every problem

@@ -122,6 +122,11 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay) {
 
 absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay) {
   inodes_.resize(sb_.inode_count);
+  // Slot 0 is reserved and always zero (format.h): anything there was written by damage.
+  if (!AllZero(region_->data() + sb_.inode_table_offset, format::kInodeSize)) {
+    return absl::DataLossError(absl::StrCat("reserved inode slot 0 (offset ",
+                                            sb_.inode_table_offset, ") is not zero"));
+  }
   const uint64_t data_bytes = sb_.data_blocks * kBlockSize;
   for (uint64_t ino = sb_.inode_count - 1; ino >= 1; --ino) {
     const uint64_t off = sb_.inode_table_offset + ino * format::kInodeSize;
@@ -164,7 +169,13 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
       return absl::DataLossError(absl::StrCat(where(), "size ", rec.size,
                                               " exceeds its allocation of ", limit));
     }
-    if (rec.size > data_bytes) {
+    if (rec.type == format::InodeType::kSymlink &&
+        (rec.size == 0 ||
+         std::memchr(reinterpret_cast<const char*>(rec.extents), '\0', rec.size) != nullptr)) {
+      return absl::DataLossError(absl::StrCat(where(), "invalid symlink target"));
+    }
+    // A directory's size is not used (stat shows one block), and fsck does not judge it.
+    if (rec.type != format::InodeType::kDirectory && rec.size > data_bytes) {
       return absl::DataLossError(absl::StrCat(where(), "size ", rec.size, " exceeds the pool"));
     }
     if (ino == format::kRootInode && (rec.type != format::InodeType::kDirectory ||
@@ -201,6 +212,9 @@ absl::Status Pool::LoadDirents(const absl::flat_hash_map<uint64_t, const char*>&
     if (!ValidateName(name).ok()) {
       return absl::DataLossError(absl::StrCat(where(), "invalid name"));
     }
+    if (!AllZero(d.name + d.name_length, sizeof(d.name) - d.name_length)) {
+      return absl::DataLossError(absl::StrCat(where(), "bytes after the name are not zero"));
+    }
     Inode* parent = Find(d.parent);
     if (parent == nullptr || parent->rec.type != format::InodeType::kDirectory ||
         parent->rec.state != format::InodeState::kLive) {
@@ -233,8 +247,9 @@ absl::Status Pool::LoadDirents(const absl::flat_hash_map<uint64_t, const char*>&
 }
 
 absl::Status Pool::CheckTree() {
-  // Link counts and reachability: every live inode but the root is named, with nlink
-  // matching its names; every directory's chain of parents reaches the root.
+  // Reachability first, so a broken tree is reported as such rather than as the link
+  // counts it throws off: every live inode but the root is named, and every directory's
+  // chain of parents reaches the root.
   absl::flat_hash_map<uint64_t, uint32_t> names;
   absl::flat_hash_map<uint64_t, uint32_t> subdirs;
   for (const auto& [slot, d] : dirents_) {
@@ -244,36 +259,43 @@ absl::Status Pool::CheckTree() {
   for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
     const Inode* in = inodes_[ino].get();
     if (in == nullptr) continue;
-    const auto& rec = in->rec;
-    if (rec.state == format::InodeState::kOrphan) {
+    if (in->rec.state == format::InodeState::kOrphan) {
       if (names[ino] != 0) {
         return absl::DataLossError(absl::StrCat("inode ", ino, " is an orphan but is named"));
       }
       continue;
     }
-    uint32_t expected;
-    if (rec.type == format::InodeType::kDirectory) {
-      expected = 2 + subdirs[ino];
-      if (ino != format::kRootInode && names[ino] != 1) {
-        return absl::DataLossError(absl::StrCat("directory ", ino, " is not reachable"));
-      }
-      // Walk to the root; more steps than inodes means a cycle.
-      uint64_t cur = ino;
-      for (uint64_t steps = 0; cur != format::kRootInode; ++steps) {
-        if (steps > inodes_.size()) {
-          return absl::DataLossError(absl::StrCat("directory ", ino, " is in a cycle"));
-        }
-        cur = dirents_.at(inodes_[cur]->parent_slot).parent;
-      }
-    } else {
-      expected = names[ino];
-      if (expected == 0) {
-        return absl::DataLossError(absl::StrCat("inode ", ino, " is live but has no name"));
-      }
+    if (ino != format::kRootInode && names[ino] == 0) {
+      return absl::DataLossError(absl::StrCat("inode ", ino, " is live but has no name"));
     }
-    if (rec.nlink != expected) {
-      return absl::DataLossError(absl::StrCat("inode ", ino, " has link count ", rec.nlink,
-                                              " but ", expected, " links"));
+  }
+  // Every directory but the root now has exactly one name (LoadDirents refuses a second),
+  // so each step up the tree has a parent_slot.
+  for (uint64_t ino = 2; ino < inodes_.size(); ++ino) {
+    const Inode* in = inodes_[ino].get();
+    if (in == nullptr || in->rec.state != format::InodeState::kLive ||
+        in->rec.type != format::InodeType::kDirectory) {
+      continue;
+    }
+    // Walk to the root; more steps than inodes means a cycle.
+    uint64_t cur = ino;
+    for (uint64_t steps = 0; cur != format::kRootInode; ++steps) {
+      if (steps > inodes_.size()) {
+        return absl::DataLossError(absl::StrCat("directory ", ino,
+                                                " is in a directory cycle the root does "
+                                                "not reach"));
+      }
+      cur = dirents_.at(inodes_[cur]->parent_slot).parent;
+    }
+  }
+  for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
+    const Inode* in = inodes_[ino].get();
+    if (in == nullptr || in->rec.state != format::InodeState::kLive) continue;
+    const uint32_t expected =
+        in->rec.type == format::InodeType::kDirectory ? 2 + subdirs[ino] : names[ino];
+    if (in->rec.nlink != expected) {
+      return absl::DataLossError(absl::StrCat("inode ", ino, " has link count ",
+                                              in->rec.nlink, " but ", expected, " links"));
     }
   }
   return absl::OkStatus();

@@ -152,6 +152,12 @@ int Run(int argc, char** argv) {
       }
       if (repairable) std::printf("%s: run fsck.walfs --repair to fix what can be fixed\n", pool.c_str());
     }
+    if (!report->clean() && repair) {
+      std::printf(
+          "%s: not repaired: %zu error(s) have no safe automatic repair (fixing them would "
+          "guess which data is right); copy the files out with walfsctl export --salvage\n",
+          pool.c_str(), report->Count(core::FsckProblem::kError, true));
+    }
   }
   return exit_code;
 }

@@ -56,3 +56,9 @@ if [ "${WALFS_SANITIZE_RUN:-1}" = 1 ]; then
   fi
   [ "$san_status" = 0 ] || exit 1
 fi
+
+# libFuzzer smoke over pool open + recovery + fsck + repair: builds tests/fuzz with clang
+# in build-fuzz/ and fuzzes for WALFS_FUZZ_SECONDS (60). WALFS_FUZZ_RUN=0 skips it.
+if [ "${WALFS_FUZZ_RUN:-1}" = 1 ]; then
+  WALFS_FUZZ_JOBS=$JOBS tests/fuzz/fuzz_smoke.sh
+fi

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/crc32c.h"
 #include "core/format.h"
 #include "core/fsck.h"
 #include "core/memory_region.h"
@@ -494,6 +495,194 @@ TEST(WalDirectoryReadOnly, MutationsFailReadsWork) {
   EXPECT_EQ(Errno(dir->Create(kRootInode, "g", 0600, kUser, true)), EROFS);
   EXPECT_EQ(Errno(dir->Write(f->ino, 0, Bytes("x"), false)), EROFS);
   EXPECT_EQ(Errno(dir->Unlink(kRootInode, "f")), EROFS);
+}
+
+// A damaged pool's non-zero free space is not scanned for at open; the blocks are zeroed
+// when they are allocated, so they never show through the zeros a new file elides.
+TEST_F(WalDirectoryTest, NonZeroFreeSpaceIsZeroedWhenAllocated) {
+  ASSERT_TRUE(dir_->Close().ok());
+  std::string image = *bytes_;
+  dir_.reset();
+  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
+  const uint64_t first = sb.data_offset;  // where segments go (the lowest free blocks)
+  const uint64_t last = sb.data_offset + (sb.data_blocks - 1) * format::kBlockSize;
+  std::memcpy(image.data() + first + 100, "stale", 5);
+  std::memcpy(image.data() + last + 4000, "stale", 5);
+  dir_ = OpenImage(std::move(image), true, &bytes_);
+  ASSERT_NE(dir_, nullptr);
+  auto seg = dir_->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(seg.ok());
+  ASSERT_TRUE(dir_->Write(seg->ino, 0, Bytes(std::string(8192, '\0')), false).ok());
+  EXPECT_EQ(ReadAll(*dir_, seg->ino), std::string(8192, '\0'));
+  auto small = dir_->Create(kRootInode, "small", 0600, kUser, true);  // from the top
+  ASSERT_TRUE(small.ok());
+  ASSERT_TRUE(dir_->Write(small->ino, 4095, Bytes(std::string(1, '\0')), false).ok());
+  EXPECT_EQ(ReadAll(*dir_, small->ino), std::string(4096, '\0'));
+  // TearDown's fsck finds no non-zero free space left.
+}
+
+// A directory cycle is reported as one, not as the link counts it throws off.
+TEST(WalDirectoryCorruption, DirectoryCycleIsNamedAtOpen) {
+  std::string image;
+  {
+    std::string* bytes = nullptr;
+    auto dir = OpenImage(FormattedImage(), true, &bytes);
+    auto d = dir->Mkdir(kRootInode, "d", 0755, kUser);
+    ASSERT_TRUE(d.ok());
+    ASSERT_TRUE(dir->Mkdir(d->ino, "s", 0755, kUser).ok());
+    ASSERT_TRUE(dir->Close().ok());
+    image = *bytes;
+  }
+  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
+  bool moved = false;
+  for (uint64_t slot = 0; slot < sb.dirent_count && !moved; ++slot) {
+    auto* e = reinterpret_cast<format::DirentRecord*>(
+        image.data() + sb.dirent_table_offset + slot * format::kDirentSize);
+    if (e->in_use != 1 || std::string_view(e->name, e->name_length) != "d") continue;
+    e->parent = e->child + 1;  // "s", made right after "d": d now lives inside s
+    e->crc = RecordCrc(e, sizeof(*e));
+    moved = true;
+  }
+  ASSERT_TRUE(moved);
+  auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(dir.status().message().find("directory cycle"), std::string::npos)
+      << dir.status();
+}
+
+// Found by pool_fuzz: Open ignored the reserved inode slot 0, fsck calls it an error.
+TEST(WalDirectoryCorruption, ReservedInodeSlotMustBeZero) {
+  std::string image = FormattedImage();
+  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
+  image[sb.inode_table_offset + 17] = 1;
+  auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(dir.status().message().find("reserved inode slot 0"), std::string::npos)
+      << dir.status();
+}
+
+// A directory whose parent directory lost its own name: the walk up the tree must not
+// reach the unnamed parent before it is refused (it used to throw out_of_range when
+// the parent's inode number was the higher one).
+TEST(WalDirectoryCorruption, DirectoryUnderAnUnnamedDirectoryIsRefused) {
+  std::string image;
+  {
+    std::string* bytes = nullptr;
+    auto dir = OpenImage(FormattedImage(), true, &bytes);
+    auto a = dir->Mkdir(kRootInode, "a", 0755, kUser);
+    auto b = dir->Mkdir(kRootInode, "b", 0755, kUser);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_LT(a->ino, b->ino);
+    ASSERT_TRUE(dir->Rename(kRootInode, "a", b->ino, "a", 0).ok());
+    ASSERT_TRUE(dir->Mkdir(kRootInode, "c", 0755, kUser).ok());  // the journal moves on
+    ASSERT_TRUE(dir->Close().ok());
+    image = *bytes;
+  }
+  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
+  bool dropped = false;
+  for (uint64_t slot = 0; slot < sb.dirent_count && !dropped; ++slot) {
+    char* raw = image.data() + sb.dirent_table_offset + slot * format::kDirentSize;
+    auto* e = reinterpret_cast<format::DirentRecord*>(raw);
+    if (e->in_use != 1 || std::string_view(e->name, e->name_length) != "b") continue;
+    std::memset(raw, 0, format::kDirentSize);
+    dropped = true;
+  }
+  ASSERT_TRUE(dropped);
+  auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("has no name"), std::string::npos) << dir.status();
+}
+
+// Found by pool_fuzz: Open accepted an entry with bytes after its name, which fsck (and
+// format.h) call damage, so the two disagreed on what the tree is.
+TEST(WalDirectoryCorruption, BytesAfterANameAreRefused) {
+  std::string image;
+  {
+    std::string* bytes = nullptr;
+    auto dir = OpenImage(FormattedImage(), true, &bytes);
+    ASSERT_TRUE(dir->Create(kRootInode, "f", 0600, kUser, true).ok());
+    ASSERT_TRUE(dir->Mkdir(kRootInode, "d", 0755, kUser).ok());  // the journal moves on
+    ASSERT_TRUE(dir->Close().ok());
+    image = *bytes;
+  }
+  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
+  bool damaged = false;
+  for (uint64_t slot = 0; slot < sb.dirent_count && !damaged; ++slot) {
+    auto* e = reinterpret_cast<format::DirentRecord*>(
+        image.data() + sb.dirent_table_offset + slot * format::kDirentSize);
+    if (e->in_use != 1 || std::string_view(e->name, e->name_length) != "f") continue;
+    e->name[200] = 'x';
+    e->crc = RecordCrc(e, sizeof(*e));
+    damaged = true;
+  }
+  ASSERT_TRUE(damaged);
+  auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("bytes after the name"), std::string::npos)
+      << dir.status();
+}
+
+// Found by pool_fuzz: Open refused a directory whose (unused) size field exceeded the
+// pool, a pool fsck calls clean, so a repaired pool could still not be mounted.
+TEST(WalDirectoryCorruption, DirectorySizeIsNotJudged) {
+  std::string image;
+  uint64_t ino = 0;
+  {
+    std::string* bytes = nullptr;
+    auto dir = OpenImage(FormattedImage(), true, &bytes);
+    auto d = dir->Mkdir(kRootInode, "d", 0755, kUser);
+    ASSERT_TRUE(d.ok());
+    ino = d->ino;
+    ASSERT_TRUE(dir->Mkdir(kRootInode, "e", 0755, kUser).ok());  // the journal moves on
+    ASSERT_TRUE(dir->Close().ok());
+    image = *bytes;
+  }
+  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
+  auto* r = reinterpret_cast<format::InodeRecord*>(image.data() + sb.inode_table_offset +
+                                                   ino * format::kInodeSize);
+  r->size = uint64_t{1} << 40;
+  r->crc = RecordCrc(r, sizeof(*r));
+  MemoryRegion region(image);
+  auto report = CheckPool(region, FsckOptions{});
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->clean());
+  auto dir = OpenImage(image);
+  ASSERT_NE(dir, nullptr);
+  EXPECT_EQ(dir->GetAttr(ino)->size, format::kBlockSize);
+}
+
+// Open and fsck agree on symlink targets: 1..416 bytes, no NUL.
+TEST(WalDirectoryCorruption, InvalidSymlinkTargetsAreRefused) {
+  std::string image;
+  uint64_t ino = 0;
+  {
+    std::string* bytes = nullptr;
+    auto dir = OpenImage(FormattedImage(), true, &bytes);
+    auto l = dir->Symlink(kRootInode, "l", "target", kUser);
+    ASSERT_TRUE(l.ok());
+    ino = l->ino;
+    ASSERT_TRUE(dir->Mkdir(kRootInode, "d", 0755, kUser).ok());  // the journal moves on
+    ASSERT_TRUE(dir->Close().ok());
+    image = *bytes;
+  }
+  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
+  for (int variant = 0; variant < 2; ++variant) {
+    std::string bad = image;
+    auto* r = reinterpret_cast<format::InodeRecord*>(bad.data() + sb.inode_table_offset +
+                                                     ino * format::kInodeSize);
+    if (variant == 0) {
+      r->size = 0;
+    } else {
+      reinterpret_cast<char*>(r->extents)[2] = '\0';
+    }
+    r->crc = RecordCrc(r, sizeof(*r));
+    auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(bad));
+    ASSERT_FALSE(dir.ok()) << variant;
+    EXPECT_NE(dir.status().message().find("invalid symlink target"), std::string::npos)
+        << dir.status();
+  }
 }
 
 TEST(WalDirectoryCorruption, ReportedNeverTrusted) {

@@ -1,0 +1,364 @@
+// walfs_damage: applies one named kind of damage to an unmounted pool file, for the
+// damaged-pool tests. Test-only: it is never installed.
+//
+//   walfs_damage POOL KIND
+//
+// It locates records through core/format.h and, where the damage must get past the
+// record CRCs to reach the check that should catch it (overlapping extents, wrong link
+// counts, a directory cycle, ...), writes a correct CRC over the damaged record. KIND is
+// one of the names listed by `walfs_damage --list`. The pool is expected to hold at
+// least two regular files with data and, for `dir-cycle`, a directory with a
+// subdirectory; the tool says so when it does not find what a kind needs.
+//
+// Exit status: 0 damage applied, 1 the pool lacks what the kind needs or I/O failed,
+// 2 usage.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/crc32c.h"
+#include "core/format.h"
+
+namespace walfs::testtools {
+namespace {
+
+namespace format = core::format;
+
+struct Pool {
+  char* base = nullptr;
+  uint64_t size = 0;
+  format::Superblock sb{};
+
+  char* At(uint64_t off) const { return base + off; }
+  uint64_t InodeOffset(uint64_t ino) const {
+    return sb.inode_table_offset + ino * format::kInodeSize;
+  }
+  uint64_t DirentOffset(uint64_t slot) const {
+    return sb.dirent_table_offset + slot * format::kDirentSize;
+  }
+  format::InodeRecord* Inode(uint64_t ino) const {
+    return reinterpret_cast<format::InodeRecord*>(At(InodeOffset(ino)));
+  }
+  format::DirentRecord* Dirent(uint64_t slot) const {
+    return reinterpret_cast<format::DirentRecord*>(At(DirentOffset(slot)));
+  }
+};
+
+bool Fail(const std::string& why) {
+  std::fprintf(stderr, "walfs_damage: %s\n", why.c_str());
+  return false;
+}
+
+// The journal keeps the newest image of the records its last transaction named, and
+// every open replays it: a damaged record it names is copied into that image too (with
+// the transaction's CRC redone), or the next open would quietly undo the damage.
+void SyncJournal(const Pool& p, uint64_t offset, uint32_t length) {
+  char* j = p.At(p.sb.journal_offset);
+  format::JournalHeader h;
+  std::memcpy(&h, j, sizeof(h));
+  if (h.magic != format::kJournalMagic || h.payload_bytes > p.sb.journal_size - sizeof(h)) {
+    return;
+  }
+  const uint32_t stored = h.crc;
+  h.crc = 0;
+  std::memcpy(j, &h, sizeof(h));
+  if (core::Crc32c(0, j, sizeof(h) + h.payload_bytes) != stored) {
+    h.crc = stored;
+    std::memcpy(j, &h, sizeof(h));
+    return;  // torn: recovery ignores it
+  }
+  const uint64_t end = sizeof(h) + h.payload_bytes;
+  uint64_t pos = sizeof(h);
+  for (uint32_t i = 0; i < h.entry_count && pos + sizeof(format::JournalEntry) <= end; ++i) {
+    format::JournalEntry e;
+    std::memcpy(&e, j + pos, sizeof(e));
+    pos += sizeof(e);
+    if (e.target_offset == offset && e.length == length) {
+      std::memcpy(j + pos, p.At(offset), length);
+    }
+    pos += format::AlignUp(e.length, 8);
+  }
+  h.crc = core::Crc32c(0, j, sizeof(h) + h.payload_bytes);
+  std::memcpy(j, &h, sizeof(h));
+}
+
+void SealInode(const Pool& p, format::InodeRecord* r) {
+  r->crc = core::RecordCrc(r, sizeof(*r));
+  SyncJournal(p, static_cast<uint64_t>(reinterpret_cast<char*>(r) - p.base), sizeof(*r));
+}
+void SealDirent(const Pool& p, format::DirentRecord* d) {
+  d->crc = core::RecordCrc(d, sizeof(*d));
+  SyncJournal(p, static_cast<uint64_t>(reinterpret_cast<char*>(d) - p.base), sizeof(*d));
+}
+
+// Live regular files that own data blocks, lowest inode number first.
+std::vector<uint64_t> FilesWithData(const Pool& p) {
+  std::vector<uint64_t> out;
+  for (uint64_t ino = 2; ino < p.sb.inode_count; ++ino) {
+    const format::InodeRecord* r = p.Inode(ino);
+    if (r->state == format::InodeState::kLive && r->type == format::InodeType::kRegular &&
+        r->extent_count > 0 && r->extent_count < format::kMaxExtents) {
+      out.push_back(ino);
+    }
+  }
+  return out;
+}
+
+// The dirent slot naming `child`, if any.
+std::optional<uint64_t> SlotNaming(const Pool& p, uint64_t child) {
+  for (uint64_t slot = 0; slot < p.sb.dirent_count; ++slot) {
+    const format::DirentRecord* d = p.Dirent(slot);
+    if (d->in_use == 1 && d->child == child) return slot;
+  }
+  return std::nullopt;
+}
+
+bool SuperblockChecksum(Pool& p, int copy) {
+  // A byte of the reserved area: the fields stay plausible, only the CRC disagrees.
+  p.At(format::kSuperblockOffset[copy])[offsetof(format::Superblock, reserved) + 7] ^= 0x5a;
+  return true;
+}
+
+bool BothSuperblocks(Pool& p) { return SuperblockChecksum(p, 0) && SuperblockChecksum(p, 1); }
+
+// A transaction with a valid CRC (so recovery must believe it committed) whose one
+// entry targets superblock B instead of a metadata record.
+bool JournalGarbage(Pool& p) {
+  char* j = p.At(p.sb.journal_offset);
+  format::JournalHeader h{};
+  h.magic = format::kJournalMagic;
+  h.sequence = 1000;
+  h.entry_count = 1;
+  h.payload_bytes = sizeof(format::JournalEntry) + format::kInodeSize;
+  format::JournalEntry e{format::kSuperblockOffset[1], format::kInodeSize, 0};
+  std::memcpy(j + sizeof(h), &e, sizeof(e));
+  std::memset(j + sizeof(h) + sizeof(e), 0xa5, format::kInodeSize);
+  std::memcpy(j, &h, sizeof(h));
+  h.crc = core::Crc32c(0, j, sizeof(h) + h.payload_bytes);
+  std::memcpy(j, &h, sizeof(h));
+  return true;
+}
+
+// Bytes that fail the journal CRC: what a transaction torn before its commit point
+// looks like.
+bool JournalTorn(Pool& p) {
+  char* j = p.At(p.sb.journal_offset);
+  uint64_t x = 0x9e3779b97f4a7c15ULL;
+  for (uint64_t i = 0; i < 4096; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    j[i] = static_cast<char>(x);
+  }
+  std::memcpy(j, &format::kJournalMagic, sizeof(format::kJournalMagic));
+  const uint32_t payload = 1024;  // plausible, so the CRC is what rejects it
+  std::memcpy(j + offsetof(format::JournalHeader, payload_bytes), &payload, sizeof(payload));
+  return true;
+}
+
+bool ExtentOutside(Pool& p) {
+  const auto files = FilesWithData(p);
+  if (files.empty()) return Fail("no regular file with data in the pool");
+  format::InodeRecord* r = p.Inode(files.back());
+  r->extents[0].block = p.sb.data_blocks + 16;
+  SealInode(p, r);
+  return true;
+}
+
+// A second file also claims the first file's first extent (as an extra extent, so its
+// own blocks and size stay consistent and only the overlap is wrong).
+bool OverlappingExtents(Pool& p) {
+  const auto files = FilesWithData(p);
+  if (files.size() < 2) return Fail("need two regular files with data");
+  const format::InodeRecord* a = p.Inode(files[0]);
+  format::InodeRecord* b = p.Inode(files[1]);
+  b->extents[b->extent_count++] = a->extents[0];
+  SealInode(p, b);
+  return true;
+}
+
+bool WrongLinkCount(Pool& p) {
+  const auto files = FilesWithData(p);
+  if (files.empty()) return Fail("no regular file with data in the pool");
+  format::InodeRecord* r = p.Inode(files[0]);
+  r->nlink += 4;
+  SealInode(p, r);
+  return true;
+}
+
+// A directory D (child of the root) with a subdirectory S: D's entry is moved into S,
+// so D and S are each other's parent and the root reaches neither.
+bool DirectoryCycle(Pool& p) {
+  for (uint64_t slot = 0; slot < p.sb.dirent_count; ++slot) {
+    format::DirentRecord* d = p.Dirent(slot);  // names S inside D
+    if (d->in_use != 1 || d->type != format::InodeType::kDirectory ||
+        d->parent == format::kRootInode) {
+      continue;
+    }
+    const auto dslot = SlotNaming(p, d->parent);
+    if (!dslot) continue;
+    format::DirentRecord* dd = p.Dirent(*dslot);  // names D
+    if (dd->parent != format::kRootInode) continue;
+    dd->parent = d->child;
+    SealDirent(p, dd);
+    return true;
+  }
+  return Fail("no directory with a subdirectory below the root");
+}
+
+// Non-zero bytes in a data block no inode owns.
+bool FreeSpaceNotZero(Pool& p) {
+  std::vector<std::pair<uint64_t, uint64_t>> used;
+  for (uint64_t ino = 1; ino < p.sb.inode_count; ++ino) {
+    const format::InodeRecord* r = p.Inode(ino);
+    if (r->type != format::InodeType::kRegular) continue;
+    for (uint32_t i = 0; i < std::min(r->extent_count, format::kMaxExtents); ++i) {
+      used.emplace_back(r->extents[i].block, r->extents[i].block + r->extents[i].count);
+    }
+  }
+  std::sort(used.begin(), used.end());
+  uint64_t cursor = 0;
+  for (const auto& [begin, end] : used) {
+    if (begin > cursor) break;
+    cursor = std::max(cursor, end);
+  }
+  if (cursor >= p.sb.data_blocks) return Fail("no free data block");
+  const uint64_t off = p.sb.data_offset + cursor * format::kBlockSize + 100;
+  std::memcpy(p.At(off), "stray bytes in free space", 25);
+  return true;
+}
+
+// A file whose only name is gone: live, nlink 1, reachable from nowhere.
+bool LostFile(Pool& p) {
+  const auto files = FilesWithData(p);
+  for (uint64_t ino : files) {
+    if (p.Inode(ino)->nlink != 1) continue;
+    const auto slot = SlotNaming(p, ino);
+    if (!slot) continue;
+    std::memset(p.Dirent(*slot), 0, format::kDirentSize);
+    SyncJournal(p, p.DirentOffset(*slot), format::kDirentSize);
+    return true;
+  }
+  return Fail("no regular file with exactly one name");
+}
+
+bool InodeChecksum(Pool& p) {
+  const auto files = FilesWithData(p);
+  if (files.empty()) return Fail("no regular file with data in the pool");
+  p.Inode(files[0])->size ^= 1;
+  SyncJournal(p, p.InodeOffset(files[0]), format::kInodeSize);
+  return true;
+}
+
+// A dirent naming an inode slot that is free.
+bool DirentToFreeInode(Pool& p) {
+  uint64_t free_ino = 0;
+  for (uint64_t ino = p.sb.inode_count - 1; ino >= 2 && free_ino == 0; --ino) {
+    if (p.Inode(ino)->state == format::InodeState::kFree) free_ino = ino;
+  }
+  for (uint64_t slot = 0; slot < p.sb.dirent_count && free_ino != 0; ++slot) {
+    format::DirentRecord* d = p.Dirent(slot);
+    if (d->in_use == 1) continue;
+    d->in_use = 1;
+    d->type = format::InodeType::kRegular;
+    std::memcpy(d->name, "ghost", 5);
+    d->name_length = 5;
+    d->parent = format::kRootInode;
+    d->child = free_ino;
+    SealDirent(p, d);
+    return true;
+  }
+  return Fail("no free inode or dirent slot");
+}
+
+struct Kind {
+  const char* name;
+  const char* what;
+  std::function<bool(Pool&)> apply;
+};
+
+const std::vector<Kind>& Kinds() {
+  static const std::vector<Kind> kinds = {
+      {"sb-a-crc", "superblock A's checksum is wrong",
+       [](Pool& p) { return SuperblockChecksum(p, 0); }},
+      {"sb-b-crc", "superblock B's checksum is wrong",
+       [](Pool& p) { return SuperblockChecksum(p, 1); }},
+      {"sb-both", "both superblocks' checksums are wrong", BothSuperblocks},
+      {"journal-garbage", "a committed journal transaction targets a superblock", JournalGarbage},
+      {"journal-torn", "the journal holds bytes that fail its CRC", JournalTorn},
+      {"extent-outside", "a file's extent lies past the data area", ExtentOutside},
+      {"overlap", "two files claim the same blocks", OverlappingExtents},
+      {"nlink", "a file's link count is 4 too high", WrongLinkCount},
+      {"dir-cycle", "two directories are each other's parent", DirectoryCycle},
+      {"free-space", "a free data block is not zero", FreeSpaceNotZero},
+      {"lost-file", "a file's only directory entry is gone", LostFile},
+      {"inode-crc", "a file's inode record fails its checksum", InodeChecksum},
+      {"dirent-free-inode", "an entry names a free inode", DirentToFreeInode},
+      {"truncated", "the pool file is cut to half its size", nullptr},
+  };
+  return kinds;
+}
+
+int Run(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--list") == 0) {
+    for (const Kind& k : Kinds()) std::printf("%-18s %s\n", k.name, k.what);
+    return 0;
+  }
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: walfs_damage POOL KIND   (walfs_damage --list)\n");
+    return 2;
+  }
+  const std::string path = argv[1], kind_name = argv[2];
+  auto kind = std::find_if(Kinds().begin(), Kinds().end(),
+                           [&](const Kind& k) { return kind_name == k.name; });
+  if (kind == Kinds().end()) {
+    std::fprintf(stderr, "walfs_damage: unknown kind %s (see --list)\n", kind_name.c_str());
+    return 2;
+  }
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    std::fprintf(stderr, "walfs_damage: %s: %s\n", path.c_str(), std::strerror(errno));
+    return 1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(2 * format::kBlockSize)) {
+    std::fprintf(stderr, "walfs_damage: %s is too small to be a pool\n", path.c_str());
+    close(fd);
+    return 1;
+  }
+  if (kind->apply == nullptr) {  // truncated
+    const int rc = ftruncate(fd, st.st_size / 2 / format::kBlockSize * format::kBlockSize);
+    close(fd);
+    return rc == 0 ? 0 : 1;
+  }
+  Pool p;
+  p.size = static_cast<uint64_t>(st.st_size);
+  void* m = mmap(nullptr, p.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) {
+    std::fprintf(stderr, "walfs_damage: mmap %s: %s\n", path.c_str(), std::strerror(errno));
+    return 1;
+  }
+  p.base = static_cast<char*>(m);
+  std::memcpy(&p.sb, p.base, sizeof(p.sb));
+  bool ok = p.sb.magic == format::kSuperblockMagic && p.sb.capacity <= p.size
+                ? kind->apply(p)
+                : Fail(path + " has no usable superblock A");
+  ok = msync(m, p.size, MS_SYNC) == 0 && ok;
+  munmap(m, p.size);
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace walfs::testtools
+
+int main(int argc, char** argv) { return walfs::testtools::Run(argc, argv); }

@@ -32,26 +32,6 @@ uint64_t BlocksFor(uint64_t bytes) { return (bytes + kBlockSize - 1) / kBlockSiz
 
 }  // namespace
 
-void Pool::ZeroIfDirty(const format::InodeRecord& before, const format::InodeRecord& after) {
-  // Free space is zero by format.h's invariant, and the data path relies on it to elide
-  // the stores of zeros into new blocks. Open does not scan the data area for it (that
-  // costs a read of the whole pool at every mount); a damaged pool's stray bytes are
-  // removed here instead, before they can show through a new file. Blocks are free until
-  // the commit that gives them to the inode, so zeroing them is always safe.
-  bool zeroed = false;
-  for (uint32_t i = 0; i < after.extent_count; ++i) {
-    const uint64_t old_count = i < before.extent_count ? before.extents[i].count : 0;
-    const uint64_t first = after.extents[i].block + old_count;
-    const uint64_t count = after.extents[i].count - old_count;
-    const uint64_t off = sb_.data_offset + first * kBlockSize;
-    if (count == 0 || AllZero(region_->data() + off, count * kBlockSize)) continue;
-    region_->Fill(off, 0, count * kBlockSize);
-    region_->Flush(off, count * kBlockSize);
-    zeroed = true;
-  }
-  if (zeroed) region_->Drain();
-}
-
 absl::Status Pool::Grow(Inode& in, uint64_t bytes) {
   auto& r = in.rec;
   const uint64_t have = AllocatedBlocks(r);
@@ -94,10 +74,7 @@ absl::Status Pool::Grow(Inode& in, uint64_t bytes) {
     r.extents[r.extent_count++] = *e;
     missing -= std::min(missing, e->count);
   }
-  if (error.ok()) {
-    ZeroIfDirty(before, r);
-    return error;
-  }
+  if (error.ok()) return error;
   // Undo: give back in-place growth and new extents.
   for (uint32_t i = 0; i < r.extent_count; ++i) {
     if (i < before.extent_count) {

@@ -117,7 +117,9 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay) {
   if (!s.ok()) return s;
   s = LoadDirents(overlay);
   if (!s.ok()) return s;
-  return CheckTree();
+  s = CheckTree();
+  if (!s.ok()) return s;
+  return CheckFreeSpace();
 }
 
 absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay) {
@@ -299,6 +301,38 @@ absl::Status Pool::CheckTree() {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status Pool::CheckFreeSpace() {
+  // New files and segments get free blocks without writing them (their zeros are
+  // elided), so a non-zero free block would surface as stale bytes in a new WAL
+  // segment. Reading the data area not owned by a file costs a memory scan at open
+  // (README: about 0.17 s per GiB of free space on tmpfs).
+  std::vector<format::Extent> owned;
+  for (const auto& in : inodes_) {
+    if (in == nullptr) continue;
+    for (uint32_t i = 0; i < in->rec.extent_count; ++i) owned.push_back(in->rec.extents[i]);
+  }
+  std::sort(owned.begin(), owned.end(), [](const format::Extent& a, const format::Extent& b) {
+    return a.block < b.block;
+  });
+  auto scan = [&](uint64_t begin, uint64_t end) -> absl::Status {
+    for (uint64_t b = begin; b < end; ++b) {
+      if (!AllZero(region_->data() + sb_.data_offset + b * kBlockSize, kBlockSize)) {
+        return absl::DataLossError(absl::StrCat(
+            "data block ", b, " (offset ", sb_.data_offset + b * kBlockSize,
+            ") is free space but not zero; run fsck.walfs --repair"));
+      }
+    }
+    return absl::OkStatus();
+  };
+  uint64_t cursor = 0;
+  for (const auto& e : owned) {
+    absl::Status s = scan(cursor, e.block);
+    if (!s.ok()) return s;
+    cursor = std::max(cursor, e.block + e.count);
+  }
+  return scan(cursor, sb_.data_blocks);
 }
 
 absl::Status Pool::Recover() {

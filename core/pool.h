@@ -117,6 +117,8 @@ class Pool {
   absl::Status LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status LoadDirents(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status CheckTree();
+  // DataLoss naming the first non-zero data block no inode owns (format.h's invariant).
+  absl::Status CheckFreeSpace();
   absl::Status Recover();
 
   // Lookups under mu_ (either mode).
@@ -159,10 +161,6 @@ class Pool {
   bool IsAncestor(uint64_t dir, uint64_t of) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Gives `in` blocks until its extents cover `bytes`; ENOSPC/EFBIG when impossible.
   absl::Status Grow(Inode& in, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Zeroes the blocks `after` holds beyond `before` that are not zero (a damaged pool's
-  // free space); see Grow.
-  void ZeroIfDirty(const format::InodeRecord& before, const format::InodeRecord& after)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets a regular file's size in txn (growing: allocates; shrinking: moves whole blocks
   // past the end to a carrier orphan appended to `reclaim`). The caller commits, then
   // calls ZeroPendingTail to zero the bytes past the new EOF.

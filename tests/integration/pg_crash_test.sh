@@ -24,18 +24,10 @@ fi
 run_mode() {
   local mode=$1 w mnt pool round daemon redos
   log "=== mode $mode"
-  pg_workdir
+  pg_load_cluster "$mode"
   w=$W
   mnt=$w/wal
-  pool=$(pg_pool_path "$w" "$mode" 512)
-  pg_mkpool "$pool" 512
-  pg_mount "$pool" "$mnt" "$mode"
-  pg_initdb "$w"
-  pg_conf "$w" "max_wal_size = 128MB" "min_wal_size = 64MB"
-  pg_start "$w"
-  pg_sql "$w" 'CREATE TABLE committed (id bigint PRIMARY KEY)'
-  pg_bench "$w" -i -s 1 -q >"$w/run/init.client.log" 2>&1 ||
-    { cat "$w/run/init.client.log" >&2; fail "pgbench -i failed"; }
+  pool=$PG_POOL
 
   for ((round = 1; round <= 2 * ROUNDS; round++)); do
     daemon=0

@@ -59,19 +59,10 @@ run_mode() {
   local -A kills=([postgres]=0 [daemon]=0 [both]=0)
   local self_stops=0 panics=0
   log "=== mode $mode"
-  pg_workdir
+  pg_load_cluster "$mode"
   w=$W
   mnt=$w/wal
-  pool=$(pg_pool_path "$w" "$mode" 512)
-  pg_mkpool "$pool" 512
-  pg_mount "$pool" "$mnt" "$mode"
-  pg_initdb "$w"
-  # Checkpoints, segment recycling and removal happen within a few cycles of load.
-  pg_conf "$w" "max_wal_size = 128MB" "min_wal_size = 64MB"
-  pg_start "$w"
-  pg_sql "$w" 'CREATE TABLE committed (id bigint PRIMARY KEY)'
-  pg_bench "$w" -i -s 1 -q >"$w/run/init.client.log" 2>&1 ||
-    { cat "$w/run/init.client.log" >&2; fail "pgbench -i failed"; }
+  pool=$PG_POOL
 
   t0=$SECONDS
   for ((cycle = 1; cycle <= CYCLES; cycle++)); do

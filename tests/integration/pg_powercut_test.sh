@@ -75,20 +75,12 @@ fsck_after_cut() {
 run_mode() {
   local mode=$1 w mnt pool cycle delay_ms recoveries canary ids
   log "=== mode $mode"
-  pg_workdir
+  pg_load_cluster "$mode" -o powercut_sim
   w=$W
   mnt=$w/wal
-  pool=$(pg_pool_path "$w" "$mode" 512)
-  pg_mkpool "$pool" 512
-  pg_mount "$pool" "$mnt" "$mode" -o powercut_sim
+  pool=$PG_POOL
   grep -q 'POWER-CUT SIMULATION is on' "$WALFS_LOG" ||
     { cat "$WALFS_LOG" >&2; fail "the daemon did not report power-cut simulation"; }
-  pg_initdb "$w"
-  pg_conf "$w" "max_wal_size = 128MB" "min_wal_size = 64MB"
-  pg_start "$w"
-  pg_sql "$w" 'CREATE TABLE committed (id bigint PRIMARY KEY)'
-  pg_bench "$w" -i -s 1 -q >"$w/run/init.client.log" 2>&1 ||
-    { cat "$w/run/init.client.log" >&2; fail "pgbench -i failed"; }
 
   for ((cycle = 1; cycle <= CYCLES; cycle++)); do
     delay_ms=$((RANDOM % CUT_SPAN_MS))

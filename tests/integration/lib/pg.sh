@@ -283,6 +283,25 @@ pg_bench_run() {
 PG_LOAD_LOGGERS=${PG_LOAD_LOGGERS:-3}
 PG_LOAD_PIDS=()
 
+# pg_load_cluster MODE [PG_MOUNT_ARGS...]: a cluster ready for pg_load_start: a fresh work
+# dir W, a 512 MiB pool PG_POOL in MODE mounted at W/wal (extra args go to pg_mount),
+# initdb -X onto it, checkpoints and segment recycling within seconds of load
+# (max_wal_size 128MB), the server started, table `committed` and pgbench -i -s 1 made.
+pg_load_cluster() {
+  local mode=$1
+  shift
+  pg_workdir
+  PG_POOL=$(pg_pool_path "$W" "$mode" 512)
+  pg_mkpool "$PG_POOL" 512
+  pg_mount "$PG_POOL" "$W/wal" "$mode" "$@"
+  pg_initdb "$W"
+  pg_conf "$W" "max_wal_size = 128MB" "min_wal_size = 64MB"
+  pg_start "$W"
+  pg_sql "$W" 'CREATE TABLE committed (id bigint PRIMARY KEY)'
+  pg_bench "$W" -i -s 1 -q >"$W/run/init.client.log" 2>&1 ||
+    { cat "$W/run/init.client.log" >&2; fail "pgbench -i failed"; }
+}
+
 # pg_load_start W ROUND: starts the loggers and pgbench in the background. Ids of logger c
 # in round r are r*10^8 + c*10^6 + n, logged to W/run/ids.r.c.
 pg_load_start() {

@@ -151,33 +151,16 @@ for t in "${TARGETS[@]}"; do
   fi
 done
 [ ${#RUN_TARGETS[@]} -gt 0 ] || fail "no target could be set up"
-NT=${#RUN_TARGETS[@]}
-
-# rotation REP: the targets in this repetition's order (starting at REP mod n).
-rotation() {
-  local rep=$1 i
-  for ((i = 0; i < NT; i++)); do echo "${RUN_TARGETS[(rep + i) % NT]}"; done
-}
 
 # ------------------------------------------------------------------ workloads
 START=$SECONDS
 if has_workload fsync; then
-  for ((rep = 1; rep <= REPS; rep++)); do
-    for t in $(rotation "$rep"); do
-      log "pg_test_fsync rep $rep/$REPS on $t"
-      wl_fsync "$t" "$rep"
-    done
-  done
+  run_interleaved "pg_test_fsync" wl_fsync
 fi
 
 if has_workload segments; then
   if [ -x "$BENCH_BIN/walfs_segbench" ]; then
-    for ((rep = 1; rep <= REPS; rep++)); do
-      for t in $(rotation "$rep"); do
-        log "walfs_segbench rep $rep/$REPS on $t"
-        wl_segments "$t" "$rep"
-      done
-    done
+    run_interleaved "walfs_segbench" wl_segments
   else
     log "walfs_segbench not built ($BENCH_BIN): segment lifecycle skipped"
     echo "segment lifecycle: SKIPPED (walfs_segbench not built)" >>"$OUT_DIR/machine.txt"
@@ -185,29 +168,11 @@ if has_workload segments; then
 fi
 
 if has_workload pgbench || has_workload inserts; then
-  do_tpcb=0 do_ins=0
-  has_workload pgbench && do_tpcb=1
-  has_workload inserts && do_ins=1
-  for t in "${RUN_TARGETS[@]}"; do
-    log "pgbench -i -s $PGBENCH_SCALE on $t"
-    pgb_setup "$t" || log "pgbench setup on $t failed: its runs are recorded as failed"
-  done
-  for ((rep = 1; rep <= REPS; rep++)); do
-    for t in $(rotation "$rep"); do
-      log "pgbench rep $rep/$REPS on $t"
-      wl_pgbench "$t" "$rep" "$do_tpcb" "$do_ins"
-    done
-  done
-  for t in "${RUN_TARGETS[@]}"; do pgb_teardown "$t"; done
+  run_pgbench_workloads
 fi
 
 if has_workload bulk; then
-  for ((rep = 1; rep <= REPS; rep++)); do
-    for t in $(rotation "$rep"); do
-      log "bulk load rep $rep/$REPS on $t"
-      wl_bulk "$t" "$rep"
-    done
-  done
+  run_interleaved "bulk load" wl_bulk
 fi
 
 if has_workload core; then

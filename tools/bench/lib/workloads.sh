@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# The benchmark workloads (sourced by tools/bench/run.sh). Each wl_* function runs one
-# repetition on one target and records its figures with `record`; a failed run records
-# NA so the table shows it instead of the suite stopping.
+# The benchmark workloads (sourced by tools/bench/run.sh and levers.sh). Each wl_*
+# function runs one repetition on one target and records its figures with `record`; a
+# failed run records NA so the table shows it instead of the suite stopping.
 #
 # Settings (run.sh sets them): FSYNC_SECS, PGBENCH_SCALE, PGBENCH_SECS, PGBENCH_CLIENTS,
 # INSERT_CLIENTS, BULK_SEGMENTS, SEG_COUNT, CORE_MIN_TIME, OUT_DIR, SHM_ROOT, BENCH_BIN;
@@ -10,6 +10,35 @@
 # record WORKLOAD METRIC UNIT BETTER(higher|lower|info) TARGET REP VALUE
 record() {
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$OUT_DIR/raw.tsv"
+}
+
+# run_interleaved NAME FN [ARGS...]: REPS repetitions of `FN TARGET REP ARGS...` over
+# RUN_TARGETS, each repetition starting at a different target (REP mod their number), so
+# a shared machine's slow drifts spread over every target instead of favouring one.
+run_interleaved() {
+  local name=$1 fn=$2 rep i t n=${#RUN_TARGETS[@]}
+  shift 2
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for ((i = 0; i < n; i++)); do
+      t=${RUN_TARGETS[(rep + i) % n]}
+      log "$name rep $rep/$REPS on $t"
+      "$fn" "$t" "$rep" "$@"
+    done
+  done
+}
+
+# run_pgbench_workloads: pgbench -i on every target, then the TPC-B and/or insert runs
+# the workload list asks for (has_workload), interleaved, then the clusters' teardown.
+run_pgbench_workloads() {
+  local t do_tpcb=0 do_ins=0
+  has_workload pgbench && do_tpcb=1
+  has_workload inserts && do_ins=1
+  for t in "${RUN_TARGETS[@]}"; do
+    log "pgbench -i -s $PGBENCH_SCALE on $t"
+    pgb_setup "$t" || log "pgbench setup on $t failed: its runs are recorded as failed"
+  done
+  run_interleaved pgbench wl_pgbench "$do_tpcb" "$do_ins"
+  for t in "${RUN_TARGETS[@]}"; do pgb_teardown "$t"; done
 }
 
 # ---------------------------------------------------------------- 1. pg_test_fsync

@@ -27,12 +27,7 @@ require_fuse
 command -v mount.fuse3 >/dev/null || [ -x /sbin/mount.fuse3 ] || skip "mount.fuse3 is missing (apt-get install fuse3)"
 [ -e /sbin/mount.fuse ] || skip "/sbin/mount.fuse (fuse3) is missing"
 id postgres >/dev/null 2>&1 || skip "no postgres user"
-command -v unshare >/dev/null || skip "unshare (util-linux) is missing"
-if [ -z "${WALFS_PKG_MOUNT_NS:-}" ]; then
-  unshare -m --propagation private true 2>/dev/null || skip "cannot make a mount namespace"
-  trap - EXIT
-  exec unshare -m --propagation private env WALFS_PKG_MOUNT_NS=1 bash "$0" "$@"
-fi
+reexec_in_mount_namespace "$@"
 
 WORK=$(make_workdir)
 # make_workdir runs in the $(...) subshell, where its own cleanup entry is lost.

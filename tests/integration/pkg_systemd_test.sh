@@ -32,11 +32,7 @@ id postgres >/dev/null 2>&1 || skip "no postgres user"
 for tool in unshare setpriv python3 fusermount3; do
   command -v $tool >/dev/null || skip "$tool is missing"
 done
-if [ -z "${WALFS_PKG_SYSTEMD_NS:-}" ]; then
-  unshare -m --propagation private true 2>/dev/null || skip "cannot make a mount namespace"
-  trap - EXIT
-  exec unshare -m --propagation private env WALFS_PKG_SYSTEMD_NS=1 bash "$0" "$@"
-fi
+reexec_in_mount_namespace "$@"
 
 PKG=$WALFS_SOURCE_DIR/packaging
 UNIT=$PKG/systemd/walfs@.service

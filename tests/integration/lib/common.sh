@@ -72,6 +72,19 @@ _WALFS_SCRATCH=$(mktemp -d /tmp/walfs-test.XXXXXX)
 chmod 0755 "$_WALFS_SCRATCH"
 on_exit "rm -rf '$_WALFS_SCRATCH'"
 
+# reexec_in_mount_namespace "$@": runs this test script again in a private mount
+# namespace (once; WALFS_IN_MOUNT_NS marks the inner run), so the mounts it makes are
+# invisible outside and cannot outlive it. Call before making anything: the outer run's
+# scratch root is removed here, since exec skips the exit cleanup.
+reexec_in_mount_namespace() {
+  [ -n "${WALFS_IN_MOUNT_NS:-}" ] && return 0
+  command -v unshare >/dev/null || skip "unshare (util-linux) is missing"
+  unshare -m --propagation private true 2>/dev/null || skip "cannot make a mount namespace"
+  trap - EXIT
+  rm -rf "$_WALFS_SCRATCH"
+  exec unshare -m --propagation private env WALFS_IN_MOUNT_NS=1 bash "$0" "$@"
+}
+
 # A scratch directory, removed at exit, traversable by the postgres user.
 make_workdir() {
   local d

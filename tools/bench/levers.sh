@@ -190,7 +190,8 @@ echo "suite time: $((SECONDS - START)) s, load at end: $(cut -d' ' -f1-3 /proc/l
 
 printf '%s\n' "$LEVER_TABLE" >"$OUT_DIR/levers.def"
 report() {
-  awk -F'\t' -v fmt="$1" -v order="${RUN_TARGETS[*]}" -f "$BENCH_DIR/lib/levers.awk" \
+  awk -F'\t' -v fmt="$1" -v order="${RUN_TARGETS[*]}" \
+    -f "$BENCH_DIR/lib/stats.awk" -f "$BENCH_DIR/lib/levers.awk" \
     "$OUT_DIR/levers.def" "$OUT_DIR/raw.tsv"
 }
 report tsv >"$OUT_DIR/summary.tsv"

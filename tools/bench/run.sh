@@ -198,7 +198,7 @@ done
 echo "suite time: $((SECONDS - START)) s, load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT_DIR/machine.txt"
 
 # ------------------------------------------------------------------ report
-report() { awk -F'\t' -v fmt="$1" -v targets="${RUN_TARGETS[*]}" -f "$BENCH_DIR/lib/report.awk" "$OUT_DIR/raw.tsv"; }
+report() { awk -F'\t' -v fmt="$1" -v targets="${RUN_TARGETS[*]}" -f "$BENCH_DIR/lib/stats.awk" -f "$BENCH_DIR/lib/report.awk" "$OUT_DIR/raw.tsv"; }
 goals() { awk -F'\t' -v fmt="$1" -f "$BENCH_DIR/lib/goals.awk" "$OUT_DIR/summary.tsv"; }
 report tsv >"$OUT_DIR/summary.tsv"
 {

@@ -1,25 +1,10 @@
 # Summarises a lever run (tools/bench/levers.sh): per workload+metric, one row per
 # setting with the median of its repetitions, min..max, the count, and the ratio of its
 # median to the median of its lever's baseline setting.
-#   awk -F'\t' -v fmt=text|md|tsv -v order="id1 id2 ..." -f levers.awk levers.def raw.tsv
+#   awk -F'\t' -v fmt=text|md|tsv -v order="id1 id2 ..." -f stats.awk -f levers.awk \
+#     levers.def raw.tsv
 # levers.def: id|lever|setting|baseline id|... (levers.sh's table); raw.tsv: workload,
 # metric, unit, better, setting id, rep, value. `order` orders the rows.
-
-function sort_numeric(a, n,    i, j, t) {
-  for (i = 2; i <= n; i++) {
-    t = a[i]
-    for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]
-    a[j + 1] = t
-  }
-}
-
-function fmt_num(x) {
-  if (x == "") return "-"
-  if (x >= 1000) return sprintf("%.0f", x)
-  if (x >= 100) return sprintf("%.1f", x)
-  if (x >= 10) return sprintf("%.2f", x)
-  return sprintf("%.3f", x)
-}
 
 function fmt_ratio(x) { return x == "" ? "-" : sprintf("%.2fx", x) }
 
@@ -57,7 +42,7 @@ END {
       delete s
       for (j = 1; j <= m; j++) s[j] = vals[kt, j]
       sort_numeric(s, m)
-      med[id] = (m % 2) ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2
+      med[id] = median_sorted(s, m)
       lo[id] = s[1]; hi[id] = s[m]
     }
     better = key_better[key] == "info" ? "for information" : key_better[key] " is better"

@@ -3,24 +3,8 @@
 # and the median's ratio to each baseline target present (tmpfs, ext4, passthrough_ll,
 # memory). Ratios are target/baseline for every metric; the heading says whether higher
 # or lower is better.
-#   awk -F'\t' -v fmt=text|md|tsv -v targets="t1 t2 ..." -f report.awk raw.tsv
+#   awk -F'\t' -v fmt=text|md|tsv -v targets="t1 t2 ..." -f stats.awk -f report.awk raw.tsv
 # `targets` orders the rows; targets not in it follow in order of appearance.
-
-function sort_numeric(a, n,    i, j, t) {
-  for (i = 2; i <= n; i++) {
-    t = a[i]
-    for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]
-    a[j + 1] = t
-  }
-}
-
-function fmt_num(x) {
-  if (x == "") return "-"
-  if (x >= 1000) return sprintf("%.0f", x)
-  if (x >= 100) return sprintf("%.1f", x)
-  if (x >= 10) return sprintf("%.2f", x)
-  return sprintf("%.3f", x)
-}
 
 function fmt_ratio(x) {
   if (x == "") return "-"
@@ -77,7 +61,7 @@ END {
       delete s
       for (i = 1; i <= m; i++) s[i] = vals[kt, i]
       sort_numeric(s, m)
-      med[t] = (m % 2) ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2
+      med[t] = median_sorted(s, m)
       lo[t] = s[1]; hi[t] = s[m]
       q1[t] = s[int((m - 1) * 0.25) + 1]; q3[t] = s[m - int((m - 1) * 0.25)]
     }

@@ -1,7 +1,11 @@
 // PersistentRegion: the persist-failure latch shared by every implementation.
 #include "core/persistent_region.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
+
+#include "absl/strings/str_format.h"
 
 namespace walfs::core {
 
@@ -16,6 +20,15 @@ void PersistentRegion::SetPersistFailed(absl::Status error) {
   if (failed_.load(std::memory_order_relaxed)) return;
   error_ = std::move(error);
   failed_.store(true, std::memory_order_release);
+}
+
+void PersistentRegion::OutOfRange(const char* op, uint64_t off, size_t len,
+                                  std::string_view what) const {
+  std::fprintf(stderr, "walfs: %s\n",
+               absl::StrFormat("%s [%d, +%d) outside %s of %d bytes", op, off, len, what, size_)
+                   .c_str());
+  std::fflush(stderr);
+  std::abort();
 }
 
 }  // namespace walfs::core

@@ -82,6 +82,12 @@ class PersistentRegion {
   PersistentRegion(char* base, uint64_t size) : base_(base), size_(size) {}
   // Latches a persist failure for health(); the first one is kept. Thread-safe.
   void SetPersistFailed(absl::Status error);
+  // Aborts, naming `op` and the region (`what`), unless [off, off+len) lies inside the
+  // region: an out-of-range store or flush is a broken invariant of our own code (media
+  // damage is caught before any offset is computed from it), never an error to return.
+  void CheckRange(const char* op, uint64_t off, size_t len, std::string_view what) const {
+    if (off > size_ || len > size_ - off) OutOfRange(op, off, len, what);
+  }
   // The writable base, for implementations' own stores.
   char* mutable_base() const { return base_; }
   void Reset(char* base, uint64_t size) {
@@ -90,6 +96,9 @@ class PersistentRegion {
   }
 
  private:
+  [[noreturn]] void OutOfRange(const char* op, uint64_t off, size_t len,
+                               std::string_view what) const;
+
   char* base_;
   uint64_t size_;
   std::atomic<bool> failed_{false};

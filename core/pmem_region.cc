@@ -65,19 +65,18 @@ class MappedRegion : public PersistentRegion {
   MappedRegion(std::string path, char* base, size_t mapped_len, bool mapped_by_pmem)
       : PersistentRegion(base, mapped_len),
         path_(std::move(path)),
+        range_label_(absl::StrCat("pool ", path_)),
         mapped_len_(mapped_len),
         mapped_by_pmem_(mapped_by_pmem) {}
 
   void CheckRange(const char* op, uint64_t off, size_t len) const {
-    if (off > size() || len > size() - off) {
-      Die(absl::StrFormat("%s [%d, +%d) outside pool %s of %d bytes", op, off, len,
-                          path_, size()));
-    }
+    PersistentRegion::CheckRange(op, off, len, range_label_);
   }
   const std::string& path() const { return path_; }
 
  private:
   const std::string path_;
+  const std::string range_label_;  // "pool PATH", for CheckRange's message
   const size_t mapped_len_;
   const bool mapped_by_pmem_;
 };

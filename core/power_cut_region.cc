@@ -26,12 +26,6 @@
 namespace walfs::core {
 namespace {
 
-[[noreturn]] void Die(const std::string& message) {
-  std::fprintf(stderr, "walfs: %s\n", message.c_str());
-  std::fflush(stderr);
-  std::abort();
-}
-
 bool AllZero(const char* p, size_t n) {
   return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
 }
@@ -53,10 +47,7 @@ class PowerCutRegion : public PersistentRegion {
         kind_(std::string(media_->kind()) + "+powercut") {}
 
   void CheckRange(const char* op, uint64_t off, size_t len) const {
-    if (off > size() || len > size() - off) {
-      Die(absl::StrFormat("%s [%d, +%d) outside power-cut region of %d bytes", op, off, len,
-                          size()));
-    }
+    PersistentRegion::CheckRange(op, off, len, "power-cut region");
   }
   // Copies written bytes [off, off+len) to the media and flushes them there.
   void WriteBack(uint64_t off, uint64_t len) {

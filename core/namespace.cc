@@ -394,6 +394,12 @@ absl::StatusOr<Attr> Pool::Setattr(InodeId ino, const SetattrRequest& request) {
     if (request.size) {
       if (IsDir(r)) return PosixError("truncate", EISDIR);
       if (r.type != format::InodeType::kRegular) return PosixError("truncate", EINVAL);
+      if ((*in)->leases > 0 && *request.size < (*in)->leased_size) {
+        // A direct-access client maps these blocks and may store into them (lease.cc).
+        return PosixError(absl::StrCat("truncate of inode ", ino, " to ", *request.size,
+                                       " below its leased size ", (*in)->leased_size),
+                          ETXTBSY);
+      }
       absl::Status s = Truncate(ino, *request.size, txn, reclaim);
       if (!s.ok()) return s;
     }

@@ -523,8 +523,9 @@ void Pool::Reclaim(uint64_t ino) {
   {
     MutexLock l(&mu_);
     Inode* in = Find(ino);
+    // A leased orphan's blocks may still be mapped by a client (lease.cc).
     if (in == nullptr || in->reclaiming || in->rec.state != format::InodeState::kOrphan ||
-        in->lookups.load() != 0) {
+        in->lookups.load() != 0 || in->leases != 0) {
       return;
     }
     in->reclaiming = true;
@@ -578,6 +579,9 @@ Counters Pool::counters() const {
   c.journal_replays = a.journal_replays.load();
   c.orphans_reclaimed = a.orphans_reclaimed.load();
   c.zeroed_blocks = a.zeroed_blocks.load();
+  c.leases_granted = a.leases_granted.load();
+  c.leases_released = a.leases_released.load();
+  c.leases_active = c.leases_granted - std::min(c.leases_released, c.leases_granted);
   return c;
 }
 
@@ -590,7 +594,9 @@ absl::Status Pool::Close() {
     for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
       Inode* in = inodes_[ino].get();
       if (in == nullptr) continue;
-      // The kernel's references end with the mount.
+      // The kernel's references end with the mount. Leases do not: a client may still
+      // map a leased orphan, which Reclaim leaves to the next Open (the daemon refuses
+      // to open a pool while a client holds it, fs/pool_lock.h).
       in->lookups.store(0);
       if (in->rec.state == format::InodeState::kOrphan) orphans.push_back(ino);
       bool dirty;

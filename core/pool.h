@@ -81,6 +81,8 @@ class Pool {
   absl::Status Fsync(InodeId ino, bool datasync);
   absl::Status FsyncDir(InodeId ino);
   absl::Status Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags);
+  absl::StatusOr<Lease> AcquireLease(InodeId ino, bool renew);
+  absl::Status ReleaseLease(InodeId ino);
   absl::Status Readdir(InodeId ino, uint64_t cookie,
                        const std::function<bool(const DirEntry&)>& fn);
   FsStats Statfs();
@@ -92,6 +94,10 @@ class Pool {
     format::InodeRecord rec{};  // the image the next commit writes (see lock rules)
     std::atomic<uint64_t> lookups{0};
     bool reclaiming = false;  // guarded by mu_: a reclaim is zeroing its extents
+    // Direct-access leases held (guarded by mu_) and the largest size any of them
+    // covers: blocks below it never change owner while leases > 0 (AcquireLease).
+    uint32_t leases = 0;
+    uint64_t leased_size = 0;
     // Directories: name -> dirent slot, and the slots in order (readdir cookies).
     absl::flat_hash_map<std::string, uint64_t> names;
     std::set<uint64_t> slots;
@@ -206,6 +212,7 @@ class Pool {
     std::atomic<uint64_t> fsyncs{0}, fsyncdirs{0}, sync_writes{0};
     std::atomic<uint64_t> journal_commits{0}, journal_replays{0};
     std::atomic<uint64_t> orphans_reclaimed{0}, zeroed_blocks{0};
+    std::atomic<uint64_t> leases_granted{0}, leases_released{0};
   } counters_;
 };
 

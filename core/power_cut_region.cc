@@ -1,6 +1,7 @@
 // PowerCutRegion: a written image in process memory, a persisted image in the media.
 #include "core/power_cut_region.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -34,7 +35,11 @@ bool AllZero(const char* p, size_t n) {
 // bytes are copied to the media.
 class PowerCutRegion : public PersistentRegion {
  public:
-  ~PowerCutRegion() override { ::munmap(mutable_base(), size()); }
+  ~PowerCutRegion() override {
+    ::munmap(mutable_base(), size());
+    if (!image_path_.empty()) ::unlink(image_path_.c_str());
+  }
+  void set_image_path(std::string path) { image_path_ = std::move(path); }
 
   bool is_pmem() const override { return media_->is_pmem(); }
   std::string_view kind() const override { return kind_; }
@@ -59,6 +64,7 @@ class PowerCutRegion : public PersistentRegion {
  private:
   const std::unique_ptr<PersistentRegion> media_;
   const std::string kind_;
+  std::string image_path_;  // the shared written image's file, removed with the region
 };
 
 class PowerCutPmemRegion final : public PowerCutRegion {
@@ -143,11 +149,37 @@ class PowerCutMsyncRegion final : public PowerCutRegion {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PersistentRegion>> NewPowerCutRegion(
-    std::unique_ptr<PersistentRegion> media) {
+    std::unique_ptr<PersistentRegion> media, const std::string& image_path) {
   const uint64_t size = media->size();
   if (size == 0) return absl::InvalidArgumentError("power-cut region over an empty region");
-  void* addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* addr;
+  if (image_path.empty()) {
+    addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  } else {
+    // A leftover image is what a killed daemon had written but not persisted: never
+    // reuse it.
+    if (::unlink(image_path.c_str()) != 0 && errno != ENOENT) {
+      return PosixError(absl::StrCat("remove the old written image ", image_path), errno);
+    }
+    const int fd = ::open(image_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return PosixError(absl::StrCat("create the written image ", image_path), errno);
+    }
+    addr = MAP_FAILED;
+    int error = 0;
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      error = errno;
+    } else {
+      addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+      if (addr == MAP_FAILED) error = errno;
+    }
+    ::close(fd);
+    if (addr == MAP_FAILED) {
+      ::unlink(image_path.c_str());
+      return PosixError(absl::StrCat("map the written image ", image_path), error);
+    }
+  }
   if (addr == MAP_FAILED) {
     return PosixError(
         absl::StrCat("map the ", size, "-byte written image of a power-cut region"), errno);
@@ -160,10 +192,14 @@ absl::StatusOr<std::unique_ptr<PersistentRegion>> NewPowerCutRegion(
     const uint64_t n = std::min(kChunk, size - off);
     if (!AllZero(media->data() + off, n)) std::memcpy(written + off, media->data() + off, n);
   }
+  std::unique_ptr<PowerCutRegion> region;
   if (media->is_pmem()) {
-    return std::unique_ptr<PersistentRegion>(new PowerCutPmemRegion(std::move(media), written));
+    region = std::make_unique<PowerCutPmemRegion>(std::move(media), written);
+  } else {
+    region = std::make_unique<PowerCutMsyncRegion>(std::move(media), written);
   }
-  return std::unique_ptr<PersistentRegion>(new PowerCutMsyncRegion(std::move(media), written));
+  region->set_image_path(image_path);
+  return std::unique_ptr<PersistentRegion>(std::move(region));
 }
 
 }  // namespace walfs::core

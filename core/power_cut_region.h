@@ -31,6 +31,7 @@
 #define WALFS_CORE_POWER_CUT_REGION_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "core/persistent_region.h"
@@ -39,8 +40,15 @@ namespace walfs::core {
 
 // Wraps `media`, which the returned region owns. Fails (with the media untouched) when
 // the written image cannot be mapped.
+//
+// `image_path` empty: the written image is anonymous memory. Otherwise it is a file
+// created there (mode 0600; a leftover of an earlier run is replaced), mapped shared,
+// so that direct-access clients can store into the image the daemon reads from
+// (fs/lease_protocol.h, kFlagImage); the region removes the file when destroyed. After
+// a kill the file stays until the next region over the same path replaces it, so a new
+// daemon always starts from the media alone, as after a power cut.
 absl::StatusOr<std::unique_ptr<PersistentRegion>> NewPowerCutRegion(
-    std::unique_ptr<PersistentRegion> media);
+    std::unique_ptr<PersistentRegion> media, const std::string& image_path = "");
 
 }  // namespace walfs::core
 

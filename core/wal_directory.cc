@@ -82,6 +82,12 @@ absl::Status WalDirectory::Readdir(InodeId ino, uint64_t cookie,
   return pool_->Readdir(ino, cookie, fn);
 }
 FsStats WalDirectory::Statfs() { return pool_->Statfs(); }
+absl::StatusOr<Lease> WalDirectory::AcquireLease(InodeId ino, bool renew) {
+  return pool_->AcquireLease(ino, renew);
+}
+
+absl::Status WalDirectory::ReleaseLease(InodeId ino) { return pool_->ReleaseLease(ino); }
+
 Counters WalDirectory::counters() const { return pool_->counters(); }
 absl::Status WalDirectory::Close() { return pool_->Close(); }
 

@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -102,6 +103,27 @@ struct Counters {
   uint64_t fsyncs = 0, fsyncdirs = 0, sync_writes = 0;
   uint64_t journal_commits = 0, journal_replays = 0;
   uint64_t orphans_reclaimed = 0, zeroed_blocks = 0;
+  uint64_t leases_granted = 0;   // AcquireLease calls that counted a new lease
+  uint64_t leases_released = 0;  // ReleaseLease calls
+  uint64_t leases_active = 0;    // leases held now (granted - released, as a gauge)
+};
+
+// Direct access: file bytes [file_offset, file_offset + length) of a leased file live in
+// pool bytes [pool_offset, pool_offset + length). Offsets and lengths are multiples of
+// the block size; runs are in file order and contiguous from file offset 0.
+struct LeaseRun {
+  uint64_t file_offset = 0;
+  uint64_t pool_offset = 0;
+  uint64_t length = 0;
+};
+
+// What a lease holder may store into itself: file bytes [0, size) through `runs`
+// (which may extend past `size` to the end of the last block; those bytes are not
+// leased). See AcquireLease for what the pool guarantees while it is held.
+struct Lease {
+  InodeId ino = 0;
+  uint64_t size = 0;
+  std::vector<LeaseRun> runs;
 };
 
 struct OpenOptions {
@@ -167,6 +189,24 @@ class WalDirectory {
   // Directory metadata is already durable; kept for symmetry and counters.
   absl::Status FsyncDir(InodeId ino);
   absl::Status Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags);
+
+  // Direct access (the daemon side of fs/lease_protocol.h). Grants a lease on the
+  // regular file `ino`: its bytes [0, size) with size = the file's size now, which is
+  // allocated and durable. Only in pmem mode, where a store the holder persists with
+  // cache flushes and a fence is durable; fails with EOPNOTSUPP in msync mode, EROFS on
+  // a read-only pool, EINVAL for other file types, ENODATA for an empty file.
+  // `renew`: the caller already holds a lease on `ino` (the same open handle asking
+  // again): the lease count is unchanged and the returned size may have grown.
+  // While any lease on `ino` is held, the blocks of every lease granted are never freed,
+  // moved, zeroed or reused: a truncate below the largest leased size fails with
+  // ETXTBSY, and an unlinked or renamed-over file stays an orphan until its last lease
+  // is released (as it does until its last lookup reference is forgotten). Close() does
+  // not reclaim an orphan that is still leased; the next Open does.
+  absl::StatusOr<Lease> AcquireLease(InodeId ino, bool renew = false);
+  // Ends one lease on `ino`: its mtime and ctime become now (the holder's stores did not
+  // come through Write) and are committed. An orphan with no lookup references and no
+  // leases left is then reclaimed.
+  absl::Status ReleaseLease(InodeId ino);
 
   // Calls `fn` for entries of directory `ino` after `cookie` (0 = from the start, then
   // "." and ".." are included) in a stable order; stops when fn returns false. Entries

@@ -3,6 +3,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <memory>
@@ -125,6 +126,33 @@ int RunDaemon(const Options& options) {
     return 1;
   }
 
+  // Clients that a previous daemon leased files to may still store into the pool; they
+  // must be gone before orphans are reclaimed (fs/lease_protocol.h).
+  if (absl::Status s = CheckNoDirectClients(options.pool); !s.ok()) {
+    Log(LOG_ERR, "%s", std::string(s.message()).c_str());
+    return 1;
+  }
+  LeasePool lease_pool{.path = options.pool};
+  uid_t pool_owner_uid = 0;
+  gid_t pool_owner_gid = 0;
+  {
+    struct stat st;
+    if (stat(options.pool.c_str(), &st) != 0) {
+      Log(LOG_ERR, "cannot stat pool %s: %s", options.pool.c_str(), strerror(errno));
+      return 1;
+    }
+    lease_pool.dev = st.st_dev;
+    lease_pool.ino = st.st_ino;
+    if (options.powercut_sim) {
+      // Shared so that direct-access clients store where the daemon reads; owned like
+      // the pool so that the pool's owner (PostgreSQL) can open it.
+      lease_pool.image_path = absl::StrCat("/dev/shm/walfs-powercut.", st.st_dev, ".",
+                                           st.st_ino);
+      pool_owner_uid = st.st_uid;
+      pool_owner_gid = st.st_gid;
+    }
+  }
+
   absl::StatusOr<Experiments> experiments = ExperimentsFromEnvironment();
   if (!experiments.ok()) {
     Log(LOG_ERR, "%s", std::string(experiments.status().message()).c_str());
@@ -147,11 +175,16 @@ int RunDaemon(const Options& options) {
       return 1;
     }
     if (options.powercut_sim) {
-      region = core::NewPowerCutRegion(std::move(*region));
+      region = core::NewPowerCutRegion(std::move(*region), lease_pool.image_path);
       if (!region.ok()) {
         Log(LOG_ERR, "cannot set up power-cut simulation for %s: %s", options.pool.c_str(),
             std::string(region.status().message()).c_str());
         return 1;
+      }
+      if (chown(lease_pool.image_path.c_str(), pool_owner_uid, pool_owner_gid) != 0) {
+        Log(LOG_WARNING, "cannot give %s to the pool's owner: %s (direct-access clients "
+                         "of another user will write through FUSE)",
+            lease_pool.image_path.c_str(), strerror(errno));
       }
     }
     absl::StatusOr<std::unique_ptr<core::WalDirectory>> opened =
@@ -175,7 +208,8 @@ int RunDaemon(const Options& options) {
                                    .entry_timeout = options.entry_timeout,
                                    .attr_timeout = options.attr_timeout,
                                    .page_cache = experiments->page_cache,
-                                   .ignore_dsync = experiments->ignore_dsync});
+                                   .ignore_dsync = experiments->ignore_dsync,
+                                   .lease_pool = lease_pool});
 
   std::vector<std::string> arg_strings = FuseSessionArgs(options);
   std::vector<char*> argv;

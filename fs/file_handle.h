@@ -5,6 +5,7 @@
 #include <fcntl.h>
 
 #include <cstdint>
+#include <mutex>
 
 #include <fuse_lowlevel.h>
 
@@ -12,6 +13,13 @@ namespace walfs::fs {
 
 struct FileHandle {
   int open_flags = 0;
+
+  // Direct access: whether this handle holds a lease on its inode (fs/lease_protocol.h),
+  // released with the handle. lease_mu orders two ioctls racing on one handle.
+  std::mutex lease_mu;
+  bool leased = false;  // guarded by lease_mu
+
+  bool Writable() const { return (open_flags & O_ACCMODE) != O_RDONLY; }
 
   // O_SYNC includes the O_DSYNC bit, so this covers both. The flags sent with each
   // WRITE count too: they carry RWF_DSYNC/RWF_SYNC of pwritev2 and, with direct_io,

@@ -21,6 +21,8 @@
 #include "core/wal_directory.h"
 #include "fs/errors.h"
 #include "fs/file_handle.h"
+#include "fs/lease_protocol.h"
+#include "fs/lease_reply.h"
 #include "fs/logging.h"
 #include "fs/server.h"
 #include "fs/status_json.h"
@@ -417,9 +419,83 @@ void WalfsFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void WalfsRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  (void)ino;
-  delete FileHandle::From(fi);
+  FileHandle* handle = FileHandle::From(fi);
+  bool leased;
+  {
+    std::lock_guard<std::mutex> l(handle->lease_mu);
+    leased = handle->leased;
+  }
+  if (leased) {
+    // The last descriptor of the open file description is gone, and with it every
+    // client mapping made under this lease (the client unmaps before close returns).
+    absl::Status s = GetServer(req).dir().ReleaseLease(ino);
+    if (!s.ok()) Log(LOG_ERR, "release of the lease on inode %lu: %s",
+                     static_cast<unsigned long>(ino), s.ToString().c_str());
+  }
+  delete handle;
   fuse_reply_err(req, 0);
+}
+
+// Direct access (fs/lease_protocol.h): the one ioctl walfs answers. The kernel sends it
+// as a restricted ioctl (size from the command), tied to the open handle that the
+// lease then lives with until RELEASE.
+void WalfsIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
+                fuse_file_info* fi, unsigned flags, const void* in_buf, size_t in_bufsz,
+                size_t out_bufsz) {
+  (void)arg;
+  (void)in_buf;
+  (void)in_bufsz;
+  Server& server = GetServer(req);
+  FileHandle* handle = FileHandle::From(fi);
+  // Directories have no FileHandle; 32-bit callers would read the reply at another
+  // layout (it has none of their own); unknown commands are not ours.
+  if (cmd != static_cast<unsigned int>(lease::kIoctlLease) || handle == nullptr ||
+      (flags & (FUSE_IOCTL_COMPAT | FUSE_IOCTL_DIR)) != 0) {
+    fuse_reply_err(req, ENOTTY);
+    return;
+  }
+  auto refuse = [&](int error) {
+    server.leases_refused.fetch_add(1, std::memory_order_relaxed);
+    fuse_reply_err(req, error);
+  };
+  if (out_bufsz < sizeof(lease::Reply)) {
+    refuse(EINVAL);
+    return;
+  }
+  if (!handle->Writable()) {
+    refuse(EBADF);  // a lease is for stores; reads go through FUSE
+    return;
+  }
+  if (handle->open_flags & O_APPEND) {
+    refuse(EINVAL);  // where an append lands is decided at EOF, by the daemon
+    return;
+  }
+  std::lock_guard<std::mutex> l(handle->lease_mu);
+  core::WalDirectory& dir = server.dir();
+  absl::StatusOr<core::Lease> lease = dir.AcquireLease(ino, /*renew=*/handle->leased);
+  if (!lease.ok()) {
+    int error = StatusToErrno(lease.status(), "lease", ino);
+    refuse(error);
+    return;
+  }
+  // One reply buffer per worker thread: it is 9 KiB, and leases are rare.
+  thread_local lease::Reply reply;
+  absl::Status filled = FillLeaseReply(*lease, server.config().lease_pool,
+                                       dir.superblock(), &reply);
+  if (!filled.ok()) {
+    Log(LOG_WARNING, "lease on inode %lu refused: %s", static_cast<unsigned long>(ino),
+        std::string(filled.message()).c_str());
+    if (!handle->leased) (void)dir.ReleaseLease(ino);
+    refuse(EOPNOTSUPP);
+    return;
+  }
+  const bool was_leased = handle->leased;
+  handle->leased = true;
+  if (fuse_reply_ioctl(req, 0, &reply, sizeof(reply)) != 0 && !was_leased) {
+    // The caller is gone (interrupted): it never saw the lease.
+    handle->leased = false;
+    (void)dir.ReleaseLease(ino);
+  }
 }
 
 void WalfsFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
@@ -667,6 +743,7 @@ fuse_lowlevel_ops MakeOperations() {
   ops.removexattr = WalfsRemovexattr;
   ops.create = WalfsCreate;
   ops.fallocate = WalfsFallocate;
+  ops.ioctl = WalfsIoctl;
   return ops;
 }
 

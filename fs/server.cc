@@ -31,6 +31,7 @@ std::string Server::StatusJson() const {
   s.fuse_fsync = fuse_fsync.load(std::memory_order_relaxed);
   s.fuse_fsyncdir = fuse_fsyncdir.load(std::memory_order_relaxed);
   s.fuse_flush = fuse_flush.load(std::memory_order_relaxed);
+  s.leases_refused = leases_refused.load(std::memory_order_relaxed);
   return fs::StatusJson(s);
 }
 

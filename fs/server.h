@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/wal_directory.h"
+#include "fs/lease_reply.h"
 #include "fs/options.h"
 
 namespace walfs::fs {
@@ -27,6 +28,8 @@ struct ServerConfig {
   // Benchmark experiments (Experiments in fs/options.h); false in every deployment.
   bool page_cache = false;    // open files without direct_io
   bool ignore_dsync = false;  // treat O_DSYNC/O_SYNC writes as plain writes
+  // What lease replies say about the pool (fs/lease_protocol.h).
+  LeasePool lease_pool;
 };
 
 class Server {
@@ -55,6 +58,7 @@ class Server {
   std::atomic<uint64_t> fuse_fsync{0};
   std::atomic<uint64_t> fuse_fsyncdir{0};
   std::atomic<uint64_t> fuse_flush{0};
+  std::atomic<uint64_t> leases_refused{0};  // lease ioctls answered with an error
 
  private:
   core::WalDirectory& dir_;

@@ -82,6 +82,10 @@ std::string StatusJson(const DaemonStatus& s) {
   j.Num("fuse_fsync", s.fuse_fsync);
   j.Num("fuse_fsyncdir", s.fuse_fsyncdir);
   j.Num("fuse_flush", s.fuse_flush);
+  j.Num("leases_granted", c.leases_granted);
+  j.Num("leases_released", c.leases_released);
+  j.Num("leases_active", c.leases_active);
+  j.Num("leases_refused", s.leases_refused);
   return j.Done();
 }
 

@@ -25,6 +25,10 @@
 //   "fuse_fsync":     FSYNC requests the daemon received (ENOSYS answers included)
 //   "fuse_fsyncdir":  FSYNCDIR requests the daemon received
 //   "fuse_flush":     FLUSH requests the daemon received
+//   "leases_granted", "leases_released", "leases_active":
+//                     direct-access leases (core::Counters): handed out, ended, held now
+//   "leases_refused": lease requests answered with an error (msync mode, empty file,
+//                     read-only handle, ...); the client then writes through FUSE
 #ifndef WALFS_FS_STATUS_JSON_H_
 #define WALFS_FS_STATUS_JSON_H_
 
@@ -53,6 +57,7 @@ struct DaemonStatus {
   uint64_t fuse_fsync = 0;
   uint64_t fuse_fsyncdir = 0;
   uint64_t fuse_flush = 0;
+  uint64_t leases_refused = 0;
 };
 
 std::string StatusJson(const DaemonStatus& status);

@@ -1,0 +1,85 @@
+// Pool: direct-access leases (the daemon side of fs/lease_protocol.h).
+//
+// A lease hands a client the pool runs holding a file's bytes so it can store into them
+// itself. Safety rests on one rule kept by the rest of Pool: while Inode::leases > 0, no
+// block below Inode::leased_size changes owner. Truncate refuses to cut below it
+// (Setattr), and Reclaim leaves a leased orphan alone; everything else only ever adds
+// blocks past the end (Grow), never moves existing ones.
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "core/pool.h"
+#include "core/status.h"
+
+namespace walfs::core {
+
+absl::StatusOr<Lease> Pool::AcquireLease(InodeId ino, bool renew) {
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  if (mode_ != DurabilityMode::kPmem) {
+    // In msync mode a store is durable only after an msync of the pool, which only the
+    // daemon issues: a client storing on its own could acknowledge a commit that is not
+    // durable.
+    return PosixError("direct access needs pmem mode (this pool runs in msync mode)",
+                      EOPNOTSUPP);
+  }
+  MutexLock l(&mu_);
+  auto inr = Get(ino);
+  if (!inr.ok()) return inr.status();
+  Inode& in = **inr;
+  if (in.rec.type != format::InodeType::kRegular) {
+    return PosixError(absl::StrCat("lease on inode ", ino, ": not a regular file"), EINVAL);
+  }
+  Lease lease;
+  lease.ino = ino;
+  {
+    MutexLock il(&in.mu);
+    // In pmem mode a size is committed before the write that set it returns, so the
+    // whole of [0, size) is allocated (format.h: size <= allocation) and durable.
+    lease.size = in.rec.size;
+  }
+  if (lease.size == 0) {
+    return PosixError(absl::StrCat("lease on inode ", ino, ": the file is empty"), ENODATA);
+  }
+  const uint64_t end = format::AlignUp(lease.size, format::kBlockSize);
+  uint64_t file_pos = 0;
+  for (uint32_t i = 0; i < in.rec.extent_count && file_pos < end; ++i) {
+    const format::Extent& e = in.rec.extents[i];
+    const uint64_t n = std::min(e.count * format::kBlockSize, end - file_pos);
+    lease.runs.push_back(LeaseRun{.file_offset = file_pos,
+                                  .pool_offset = sb_.data_offset + e.block * format::kBlockSize,
+                                  .length = n});
+    file_pos += n;
+  }
+  if (!renew) {
+    ++in.leases;
+    counters_.leases_granted.fetch_add(1, std::memory_order_relaxed);
+  }
+  in.leased_size = std::max(in.leased_size, lease.size);
+  return lease;
+}
+
+absl::Status Pool::ReleaseLease(InodeId ino) {
+  bool reclaim = false;
+  absl::Status status;
+  {
+    MutexLock l(&mu_);
+    Inode* in = Find(ino);
+    if (in == nullptr || in->leases == 0) {
+      return PosixError(absl::StrCat("release of a lease on inode ", ino, " that holds none"),
+                        EINVAL);
+    }
+    counters_.leases_released.fetch_add(1, std::memory_order_relaxed);
+    if (--in->leases == 0) in->leased_size = 0;
+    // The holder's stores changed the file without a Write: its times move now.
+    Touch(ino, /*mtime=*/true);
+    Transaction txn;
+    PutInode(txn, ino);
+    status = Commit(txn);
+    reclaim = in->leases == 0 && in->lookups.load() == 0 &&
+              in->rec.state == format::InodeState::kOrphan;
+  }
+  if (reclaim) Reclaim(ino);
+  return status;
+}
+
+}  // namespace walfs::core

@@ -1,0 +1,272 @@
+// Direct-access leases in core (lease.cc) and their ioctl reply (fs/lease_reply.cc).
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/format.h"
+#include "core/fsck.h"
+#include "core/memory_region.h"
+#include "core/status.h"
+#include "core/wal_directory.h"
+#include "fs/lease_protocol.h"
+#include "fs/lease_reply.h"
+#include "tests/unit/test_pool.h"
+
+namespace walfs::core {
+namespace {
+
+using testing::Bytes;
+using testing::FormattedImage;
+using testing::kTestSegment;
+using testing::OpenImage;
+
+constexpr Caller kUser{1000, 1000};
+constexpr char kSegment[] = "000000010000000000000001";
+
+int Errno(const absl::Status& s) { return ErrnoFromStatus(s); }
+
+class LeaseTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = OpenImage(FormattedImage(), true, &bytes_); }
+  void Reopen() {
+    std::string image = *bytes_;
+    dir_.reset();
+    dir_ = OpenImage(std::move(image), true, &bytes_);
+    ASSERT_NE(dir_, nullptr);
+  }
+  void TearDown() override {
+    if (dir_ == nullptr) return;
+    ASSERT_TRUE(dir_->Close().ok());
+    MemoryRegion region(*bytes_);
+    auto report = CheckPool(region, FsckOptions{});
+    ASSERT_TRUE(report.ok()) << report.status();
+    for (const auto& p : report->problems) {
+      EXPECT_EQ(p.severity, FsckProblem::kInfo) << p.where << ": " << p.what;
+    }
+  }
+  // A zero-filled segment, as PostgreSQL leaves it before reopening it to write WAL.
+  InodeId Segment(const char* name = kSegment) {
+    auto attr = dir_->Create(kRootInode, name, 0600, kUser, true);
+    EXPECT_TRUE(attr.ok()) << attr.status();
+    std::string zeros(kTestSegment, '\0');
+    EXPECT_TRUE(dir_->Write(attr->ino, 0, Bytes(zeros), false).ok());
+    return attr->ino;
+  }
+  // Stores `data` at file offset `off` the way a client does: through the lease's runs.
+  void StoreThroughLease(const Lease& lease, uint64_t off, const std::string& data) {
+    ASSERT_LE(off + data.size(), lease.size);
+    uint64_t done = 0;
+    for (const LeaseRun& r : lease.runs) {
+      while (done < data.size() && off + done >= r.file_offset &&
+             off + done < r.file_offset + r.length) {
+        const uint64_t in_run = off + done - r.file_offset;
+        const uint64_t n = std::min<uint64_t>(r.length - in_run, data.size() - done);
+        std::memcpy(bytes_->data() + r.pool_offset + in_run, data.data() + done, n);
+        done += n;
+      }
+    }
+    ASSERT_EQ(done, data.size());
+  }
+  uint64_t FreeBlocks() { return dir_->Statfs().free_blocks; }
+
+  std::unique_ptr<WalDirectory> dir_;
+  std::string* bytes_ = nullptr;
+};
+
+TEST_F(LeaseTest, RunsCoverTheFileAndStoresThroughThemReadBack) {
+  InodeId ino = Segment();
+  auto lease = dir_->AcquireLease(ino);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(lease->size, kTestSegment);
+  uint64_t next = 0;
+  for (const LeaseRun& r : lease->runs) {
+    EXPECT_EQ(r.file_offset, next);
+    EXPECT_EQ(r.pool_offset % format::kBlockSize, 0u);
+    EXPECT_EQ(r.length % format::kBlockSize, 0u);
+    EXPECT_GE(r.pool_offset, dir_->superblock().data_offset);
+    next += r.length;
+  }
+  EXPECT_EQ(next, kTestSegment);
+  std::string page(8192, 'w');
+  StoreThroughLease(*lease, 3 * 8192, page);
+  std::string out(8192, '\0');
+  ASSERT_TRUE(dir_->Read(ino, 3 * 8192, absl::MakeSpan(out)).ok());
+  EXPECT_EQ(out, page);
+  EXPECT_EQ(dir_->counters().leases_active, 1u);
+  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+  EXPECT_EQ(dir_->counters().leases_active, 0u);
+  EXPECT_EQ(dir_->counters().leases_granted, 1u);
+  EXPECT_EQ(dir_->counters().leases_released, 1u);
+}
+
+TEST_F(LeaseTest, SmallFileLeaseStopsAtItsSize) {
+  auto attr = dir_->Create(kRootInode, "00000002.history", 0600, kUser, true);
+  ASSERT_TRUE(attr.ok());
+  ASSERT_TRUE(dir_->Write(attr->ino, 0, Bytes(std::string(5000, 'h')), false).ok());
+  auto lease = dir_->AcquireLease(attr->ino);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(lease->size, 5000u);
+  uint64_t mapped = 0;
+  for (const LeaseRun& r : lease->runs) mapped += r.length;
+  EXPECT_EQ(mapped, 2 * format::kBlockSize);  // whole blocks, no more
+  ASSERT_TRUE(dir_->ReleaseLease(attr->ino).ok());
+}
+
+TEST_F(LeaseTest, RefusedInMsyncModeForEmptyFilesAndDirectories) {
+  auto empty = dir_->Create(kRootInode, "empty", 0600, kUser, true);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(Errno(dir_->AcquireLease(empty->ino).status()), ENODATA);
+  EXPECT_EQ(Errno(dir_->AcquireLease(kRootInode).status()), EINVAL);
+  EXPECT_EQ(Errno(dir_->AcquireLease(9999).status()), ESTALE);
+  InodeId ino = Segment();
+  ASSERT_TRUE(dir_->Close().ok());
+  std::string image = *bytes_;
+  dir_.reset();
+  dir_ = OpenImage(std::move(image), /*pmem=*/false, &bytes_);
+  ASSERT_NE(dir_, nullptr);
+  EXPECT_EQ(Errno(dir_->AcquireLease(ino).status()), EOPNOTSUPP);
+  EXPECT_EQ(dir_->counters().leases_active, 0u);
+  // A release without a lease is a caller bug, reported, not counted.
+  EXPECT_EQ(Errno(dir_->ReleaseLease(ino)), EINVAL);
+}
+
+TEST_F(LeaseTest, TruncateBelowTheLeaseIsRefusedUntilReleased) {
+  InodeId ino = Segment();
+  ASSERT_TRUE(dir_->AcquireLease(ino).ok());
+  SetattrRequest shrink;
+  shrink.size = kTestSegment / 2;
+  EXPECT_EQ(Errno(dir_->Setattr(ino, shrink).status()), ETXTBSY);
+  SetattrRequest zero;
+  zero.size = 0;
+  EXPECT_EQ(Errno(dir_->Setattr(ino, zero).status()), ETXTBSY);
+  EXPECT_EQ(dir_->GetAttr(ino)->size, kTestSegment);
+  // Growing (and truncating to the same size) moves no leased block.
+  SetattrRequest grow;
+  grow.size = kTestSegment + 4096;
+  EXPECT_TRUE(dir_->Setattr(ino, grow).ok());
+  SetattrRequest same;
+  same.size = kTestSegment;
+  EXPECT_TRUE(dir_->Setattr(ino, same).ok());
+  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+  EXPECT_TRUE(dir_->Setattr(ino, shrink).ok());
+}
+
+TEST_F(LeaseTest, RenewDoesNotCountASecondLease) {
+  InodeId ino = Segment();
+  ASSERT_TRUE(dir_->AcquireLease(ino).ok());
+  ASSERT_TRUE(dir_->AcquireLease(ino, /*renew=*/true).ok());
+  EXPECT_EQ(dir_->counters().leases_active, 1u);
+  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+  SetattrRequest zero;
+  zero.size = 0;
+  EXPECT_TRUE(dir_->Setattr(ino, zero).ok());
+}
+
+TEST_F(LeaseTest, UnlinkedLeasedFileKeepsItsBlocksUntilTheLastRelease) {
+  InodeId ino = Segment();
+  const uint64_t free_with_file = FreeBlocks();
+  auto lease = dir_->AcquireLease(ino);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(dir_->AcquireLease(ino).ok());  // a second handle
+  // The kernel's references go (FORGET), then the name: only the leases remain.
+  dir_->Forget(ino, 1);
+  ASSERT_TRUE(dir_->Unlink(kRootInode, kSegment).ok());
+  EXPECT_EQ(FreeBlocks(), free_with_file);
+  // A new segment must not get the leased blocks, and stores through the lease stay
+  // in the unlinked file.
+  Segment("000000010000000000000002");
+  StoreThroughLease(*lease, 0, std::string(8192, 'L'));
+  std::string out(8192, '\0');
+  ASSERT_TRUE(dir_->Read(ino, 0, absl::MakeSpan(out)).ok());
+  EXPECT_EQ(out, std::string(8192, 'L'));
+  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+  EXPECT_TRUE(dir_->GetAttr(ino).ok());  // still an orphan: one lease left
+  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+  EXPECT_EQ(Errno(dir_->GetAttr(ino).status()), ESTALE);  // reclaimed
+  // Its blocks came back zeroed (fsck in TearDown checks free space is zero).
+  EXPECT_EQ(dir_->counters().orphans_reclaimed, 1u);
+}
+
+TEST_F(LeaseTest, RenamedOverLeasedFileIsReclaimedOnlyAfterRelease) {
+  InodeId ino = Segment();
+  ASSERT_TRUE(dir_->AcquireLease(ino).ok());
+  dir_->Forget(ino, 1);
+  auto other = dir_->Create(kRootInode, "xlogtemp.42", 0600, kUser, true);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(dir_->Rename(kRootInode, "xlogtemp.42", kRootInode, kSegment, 0).ok());
+  EXPECT_TRUE(dir_->GetAttr(ino).ok());
+  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+  EXPECT_EQ(Errno(dir_->GetAttr(ino).status()), ESTALE);
+}
+
+TEST_F(LeaseTest, CloseLeavesALeasedOrphanForTheNextOpen) {
+  InodeId ino = Segment();
+  ASSERT_TRUE(dir_->AcquireLease(ino).ok());
+  dir_->Forget(ino, 1);
+  ASSERT_TRUE(dir_->Unlink(kRootInode, kSegment).ok());
+  const uint64_t free_before = FreeBlocks();
+  // The daemon stops while a client still maps the file: nothing may be reclaimed.
+  ASSERT_TRUE(dir_->Close().ok());
+  EXPECT_EQ(FreeBlocks(), free_before);
+  Reopen();  // no client any more: the orphan goes
+  EXPECT_EQ(FreeBlocks(), free_before + kTestSegment / format::kBlockSize);
+  EXPECT_EQ(Errno(dir_->GetAttr(ino).status()), ESTALE);
+}
+
+TEST_F(LeaseTest, ReleaseCommitsMtime) {
+  InodeId ino = Segment();
+  const int64_t before = dir_->GetAttr(ino)->mtime_ns;
+  ASSERT_TRUE(dir_->AcquireLease(ino).ok());
+  const uint64_t commits = dir_->counters().journal_commits;
+  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+  EXPECT_EQ(dir_->counters().journal_commits, commits + 1);
+  const int64_t after = dir_->GetAttr(ino)->mtime_ns;
+  EXPECT_GT(after, before);
+  EXPECT_EQ(dir_->GetAttr(ino)->ctime_ns, after);
+  Reopen();  // durable: a restart sees it
+  EXPECT_EQ(dir_->GetAttr(ino)->mtime_ns, after);
+}
+
+TEST_F(LeaseTest, ReplyCarriesRunsIdentityAndPaths) {
+  InodeId ino = Segment();
+  auto lease = dir_->AcquireLease(ino);
+  ASSERT_TRUE(lease.ok());
+  fs::LeasePool pool{.path = "/var/lib/walfs/a.pool", .dev = 7, .ino = 99};
+  auto reply = std::make_unique<lease::Reply>();
+  ASSERT_TRUE(fs::FillLeaseReply(*lease, pool, dir_->superblock(), reply.get()).ok());
+  EXPECT_EQ(reply->magic, lease::kMagic);
+  EXPECT_EQ(reply->version, lease::kVersion);
+  EXPECT_EQ(reply->mode, lease::kModePmem);
+  EXPECT_EQ(reply->flags, 0u);
+  EXPECT_EQ(reply->ino, ino);
+  EXPECT_EQ(reply->leased_size, kTestSegment);
+  EXPECT_EQ(reply->pool_dev, 7u);
+  EXPECT_EQ(reply->pool_ino, 99u);
+  EXPECT_EQ(reply->run_count, lease->runs.size());
+  EXPECT_EQ(reply->runs[0].pool_offset, lease->runs[0].pool_offset);
+  EXPECT_STREQ(reply->pool_path, "/var/lib/walfs/a.pool");
+  EXPECT_STREQ(reply->image_path, "");
+  // The uuid the client checks is where the reply says it is in the pool.
+  EXPECT_EQ(std::memcmp(bytes_->data() + reply->uuid_offset, reply->uuid, 16), 0);
+  EXPECT_EQ(std::memcmp(reply->uuid, dir_->superblock().uuid, 16), 0);
+
+  pool.image_path = "/dev/shm/walfs-powercut.1.2";
+  ASSERT_TRUE(fs::FillLeaseReply(*lease, pool, dir_->superblock(), reply.get()).ok());
+  EXPECT_EQ(reply->flags, lease::kFlagImage);
+  EXPECT_STREQ(reply->image_path, "/dev/shm/walfs-powercut.1.2");
+
+  Lease too_many = *lease;
+  too_many.runs.resize(lease::kMaxRuns + 1);
+  EXPECT_FALSE(fs::FillLeaseReply(too_many, pool, dir_->superblock(), reply.get()).ok());
+  pool.path = std::string(lease::kPathBytes, 'p');
+  EXPECT_FALSE(fs::FillLeaseReply(*lease, pool, dir_->superblock(), reply.get()).ok());
+  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+}
+
+}  // namespace
+}  // namespace walfs::core

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# The daemon side of direct access (fs/lease_protocol.h) on a real mount, driven by
+# walfs_lease_probe (a minimal client) so that it is tested apart from the library:
+#  - pmem mode grants a lease on a written file: the reply names this pool (path,
+#    dev/ino), covers the file's size, and a store through the pool mapping reads back
+#    through the mount;
+#  - refusals: a read-only handle (EBADF), an empty file (ENODATA), a directory or
+#    another command (ENOTTY), msync mode (EOPNOTSUPP); each counted in status;
+#  - while a lease is held: truncate below it fails with ETXTBSY from any process;
+#    unlinking it keeps its blocks (df, a new segment does not get them) until release;
+#    status shows it active;
+#  - release sets mtime;
+#  - a daemon will not mount a pool while a client holds its lock, and names the holder;
+#  - fsck is clean at the end.
+source "$(dirname "$0")/lib/common.sh"
+
+require_fuse
+PROBE=$WALFS_BUILD_DIR/tests/tools/walfs_lease_probe
+[ -x "$PROBE" ] || fail "probe not built: $PROBE"
+reexec_in_mount_namespace "$@"
+
+WORK=$(make_workdir)
+if [ -d /dev/shm ] && [ "$(df -k --output=avail /dev/shm | tail -1)" -ge 200000 ]; then
+  SHM=$(mktemp -d /dev/shm/walfs-test.XXXXXX)
+  on_exit "rm -rf '$SHM'"
+else
+  SHM=$WORK
+fi
+SEG=000000010000000000000001
+
+# status_field MOUNT KEY
+status_field() {
+  python3 -c 'import json, os, sys
+print(json.loads(os.getxattr(sys.argv[1], "user.walfs.status"))[sys.argv[2]])' "$1" "$2"
+}
+
+# probe_field OUTPUT KEY: one key=value of a `probe lease` answer.
+probe_field() { sed -n "s/^$2=//p" <<<"$1"; }
+
+# expect_refused WHAT ERRNO PROBE-ARGS...
+expect_refused() {
+  local what=$1 want=$2 out rc=0
+  shift 2
+  out=$("$PROBE" "$@" 2>&1) || rc=$?
+  [ "$rc" = 3 ] && [ "$out" = "refused errno=$want" ] ||
+    fail "$what: expected refusal $want, got (exit $rc): $out"
+}
+
+# --- pmem mode ----------------------------------------------------------------------
+POOL=$SHM/pool
+M=$WORK/mnt
+make_pool "$POOL" 256M
+export PMEM_IS_PMEM_FORCE=1
+mount_walfs "$POOL" "$M"
+on_failure "cat '$WALFS_LOG'"
+[ "$(status_field "$M" mode)" = pmem ] || fail "not in pmem mode"
+
+dd if=/dev/zero of="$M/$SEG" bs=1M count=16 status=none
+out=$("$PROBE" lease "$M/$SEG") || fail "lease refused in pmem mode: $out"
+[ "$(probe_field "$out" magic)" = 0x4c534657 ] || fail "reply magic: $out"
+[ "$(probe_field "$out" leased_size)" = $((16 << 20)) ] || fail "leased size: $out"
+[ "$(probe_field "$out" pool_path)" = "$POOL" ] || fail "pool path: $out"
+[ "$(probe_field "$out" pool_ino)" = "$(stat -c %i "$POOL")" ] || fail "pool ino: $out"
+[ "$(probe_field "$out" pool_dev)" = "$(python3 -c "import os; print(os.stat('$POOL').st_dev)")" ] ||
+  fail "pool dev: $out"
+[ -z "$(probe_field "$out" image_path)" ] || fail "image path without powercut_sim: $out"
+[ "$(status_field "$M" leases_active)" = 0 ] || fail "lease still active after close"
+[ "$(status_field "$M" leases_granted)" = 1 ] || fail "leases_granted"
+
+log "a store through the pool mapping reads back through the mount"
+mtime0=$(stat -c %Y.%y "$M/$SEG")
+sleep 1.1
+"$PROBE" store "$M/$SEG" 8192 8192 Q >/dev/null || fail "store through the lease"
+cmp <(dd if="$M/$SEG" bs=8192 skip=1 count=1 status=none) <(head -c 8192 /dev/zero | tr '\0' Q) ||
+  fail "stored bytes do not read back through the mount"
+cmp -n 8192 "$M/$SEG" /dev/zero || fail "bytes outside the store changed"
+[ "$(stat -c %Y.%y "$M/$SEG")" != "$mtime0" ] || fail "release did not update mtime"
+
+log "refusals"
+expect_refused "read-only handle" EBADF lease "$M/$SEG" --rdonly
+: >"$M/empty"
+expect_refused "empty file" ENODATA lease "$M/empty"
+mkdir "$M/dir"
+expect_refused "directory" ENOTTY lease "$M/dir" --rdonly
+[ "$(status_field "$M" leases_refused)" -ge 2 ] || fail "refusals not counted"
+
+log "truncate and unlink while a lease is held"
+coproc HOLD { exec "$PROBE" hold "$M/$SEG"; }
+hold_pid=$HOLD_PID
+read -r line <&"${HOLD[0]}" || fail "hold: no answer"
+[ "$line" = held ] || fail "hold: $line"
+[ "$(status_field "$M" leases_active)" = 1 ] || fail "held lease not active in status"
+out=$(truncate -s 8M "$M/$SEG" 2>&1) && fail "truncate below a held lease succeeded"
+[[ "$out" == *"Text file busy"* ]] || fail "truncate: expected ETXTBSY, got: $out"
+out=$(truncate -s 0 "$M/$SEG" 2>&1) && fail "truncate to 0 under a lease succeeded"
+truncate -s $((16 << 20)) "$M/$SEG" || fail "truncate to the same size refused"
+[ "$(stat -c %s "$M/$SEG")" = $((16 << 20)) ] || fail "size changed under the lease"
+free_with=$(status_field "$M" free_blocks)
+rm "$M/$SEG"
+sync
+[ "$(status_field "$M" free_blocks)" = "$free_with" ] || fail "unlinked leased file's blocks were freed"
+dd if=/dev/zero of="$M/000000010000000000000002" bs=1M count=16 status=none
+cmp "$M/000000010000000000000002" <(head -c $((16 << 20)) /dev/zero) ||
+  fail "a new segment does not read as zeros"
+exec {HOLD[1]}>&-
+wait "$hold_pid" 2>/dev/null || true
+for ((i = 0; i < 100; i++)); do
+  [ "$(status_field "$M" leases_active)" = 0 ] && break
+  sleep 0.05
+done
+[ "$(status_field "$M" leases_active)" = 0 ] || fail "lease still active after the holder closed"
+for ((i = 0; i < 100; i++)); do
+  [ "$(status_field "$M" free_blocks)" = "$free_with" ] && break
+  sleep 0.05
+done
+# The unlinked segment's 16 MiB came back once the lease went (the new one took 16 MiB).
+[ "$(status_field "$M" free_blocks)" = "$free_with" ] ||
+  fail "unlinked leased file not reclaimed after release ($(status_field "$M" free_blocks) != $free_with)"
+
+log "a client holding the pool keeps a new daemon from mounting it"
+coproc HOLD2 { exec "$PROBE" hold "$M/000000010000000000000002"; }
+hold_pid=$HOLD2_PID
+read -r line <&"${HOLD2[0]}" || fail "hold: no answer"
+kill -9 "$WALFS_PID"
+wait "$WALFS_PID" 2>/dev/null || true
+fusermount3 -u -z "$M" 2>/dev/null || true
+out=$("$WALFS" "$POOL" "$M" -f 2>&1) && fail "walfs mounted a pool a client still holds"
+[[ "$out" == *"still mapped by direct-access clients"*"pid $hold_pid (walfs_lease_pro"* ]] ||
+  fail "refusal does not name the holder (pid $hold_pid): $out"
+! mountpoint -q "$M" || fail "mounted anyway"
+exec {HOLD2[1]}>&-
+wait "$hold_pid" 2>/dev/null || true  # its FUSE file is gone with the daemon
+mount_walfs "$POOL" "$M"
+cmp "$M/000000010000000000000002" <(head -c $((16 << 20)) /dev/zero) || fail "segment after remount"
+umount_walfs "$M"
+"$FSCK" "$POOL" >/dev/null || fail "fsck after the lease tests: $("$FSCK" "$POOL" 2>&1)"
+
+# --- msync mode: no leases ----------------------------------------------------------
+unset PMEM_IS_PMEM_FORCE
+POOL2=$WORK/pool-msync
+M2=$WORK/mnt-msync
+make_pool "$POOL2" 64M
+mount_walfs "$POOL2" "$M2"
+dd if=/dev/zero of="$M2/$SEG" bs=1M count=16 status=none
+expect_refused "msync mode" EOPNOTSUPP lease "$M2/$SEG"
+[ "$(status_field "$M2" leases_refused)" = 1 ] || fail "msync refusal not counted"
+umount_walfs "$M2"
+
+log "fs_lease: all checks passed"

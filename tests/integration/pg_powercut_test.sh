@@ -21,6 +21,9 @@
 #   WALFS_POWERCUT_CYCLES  power cuts per mode (default 3: the CI smoke; try 50)
 #   WALFS_POWERCUT_SEED    seed of the cut delays (default: from the clock; logged)
 #   WALFS_PG_MODES         as in lib/pg.sh (default "pmem msync")
+#   WALFS_PG_DIRECT=1      as in lib/pg.sh: the server writes WAL through
+#                          libwalfs-direct.so, into the daemon's written image (so reads
+#                          through the mount see it) and durably into the pool
 source "$(dirname "$0")/lib/common.sh"
 source "$(dirname "$0")/lib/pg.sh"
 
@@ -92,8 +95,17 @@ run_mode() {
     printf '%s' "$canary" >"$mnt/canary.$cycle" || fail "cannot write the canary"
     log "cycle $cycle: power cut ${delay_ms} ms after the ${IDS_BEFORE_CUT}th id" \
       "(kill -9 of walfs $WALFS_PID)"
-    kill -9 "$WALFS_PID"
-    pg_crash "$w" quiet
+    if [ "$WALFS_PG_DIRECT" = 1 ]; then
+      # With direct access the servers store WAL into the pool themselves and persist
+      # each write before it returns: killed after the daemon, they would go on making
+      # writes durable after the cut. Killed first, they stop where a cut would stop
+      # them, and the daemon's unpersisted state is lost as before.
+      pg_crash "$w" quiet
+      kill -9 "$WALFS_PID"
+    else
+      kill -9 "$WALFS_PID"
+      pg_crash "$w" quiet
+    fi
     wait "$WALFS_PID" 2>/dev/null || true
     pg_load_wait
     fusermount3 -u -z "$mnt" || fail "cannot detach the dead mount $mnt"
@@ -122,6 +134,7 @@ run_mode() {
     log "cycle $cycle: survived: $ids acknowledged ids present, pg_amcheck clean"
   done
 
+  pg_direct_check "$mnt"
   pg_stop "$w" fast
   pg_umount "$mnt"
   pg_fsck "$pool"

@@ -10,7 +10,8 @@
 #                          results.txt (what is printed), results.md, summary.tsv,
 #                          raw.tsv (every figure), machine.txt, logs/
 #     --targets LIST       comma-separated (default: all) of
-#                          walfs-pmem,walfs-msync-tmpfs,walfs-msync-disk,tmpfs,ext4,passthrough_ll
+#                          walfs-pmem,walfs-direct,walfs-msync-tmpfs,walfs-msync-disk,tmpfs,ext4,
+#                          passthrough_ll
 #     --workloads LIST     comma-separated (default: all) of
 #                          fsync,pgbench,inserts,bulk,segments,core
 #     --reps N             repetitions per target (default 3)

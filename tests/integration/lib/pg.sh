@@ -17,13 +17,25 @@
 #                            pmem   PMEM_IS_PMEM_FORCE=1 for the daemon, pool on /dev/shm
 #                            msync  no forcing, pool in the work dir (the msync path)
 #   WALFS_PG_LONG=1        longer variants (more load, more switches, more rounds).
+#   WALFS_PG_DIRECT=1      direct access: initdb and the server run with
+#                          libwalfs-direct.so preloaded (WALFS_DIRECT_LIB), so WAL writes
+#                          go straight into the pool under leases. Modes default to
+#                          "pmem" (msync mode grants no lease), and pg_finish requires
+#                          that the daemon granted leases. ctest runs every pg_*_test
+#                          this way too, as integration.pg_*_test_direct.
 
 WALFS_TEST_NO_MOUNT=${WALFS_TEST_NO_MOUNT:-0}
 if [ "$WALFS_TEST_NO_MOUNT" = 1 ] && [ -n "${DASHBOARD_TEST_FROM_CTEST:-}${CTEST_INTERACTIVE_DEBUG_MODE:-}" ]; then
   log "WALFS_TEST_NO_MOUNT=1 ignored: ctest runs always use a real walfs mount"
   WALFS_TEST_NO_MOUNT=0
 fi
-WALFS_PG_MODES=${WALFS_PG_MODES:-pmem msync}
+WALFS_PG_DIRECT=${WALFS_PG_DIRECT:-0}
+WALFS_DIRECT_LIB=${WALFS_DIRECT_LIB:-$WALFS_BUILD_DIR/fs/direct/libwalfs-direct.so}
+if [ "$WALFS_PG_DIRECT" = 1 ]; then
+  WALFS_PG_MODES=${WALFS_PG_MODES:-pmem}
+else
+  WALFS_PG_MODES=${WALFS_PG_MODES:-pmem msync}
+fi
 WALFS_PG_LONG=${WALFS_PG_LONG:-0}
 
 _PG_CLUSTERS=()     # work dirs whose server log is reported on failure
@@ -62,6 +74,30 @@ pg_require() {
   fi
   require_fuse
   [ -x "$MKFS" ] || fail "mkfs not built: $MKFS"
+  if [ "$WALFS_PG_DIRECT" = 1 ]; then
+    [ -f "$WALFS_DIRECT_LIB" ] || fail "direct-access library not built: $WALFS_DIRECT_LIB"
+    log "direct access: PostgreSQL preloads $WALFS_DIRECT_LIB"
+  fi
+}
+
+# as_postgres_server CMD...: as_postgres, with the direct-access library preloaded when
+# WALFS_PG_DIRECT=1 (for initdb and the server; clients never touch pg_wal).
+as_postgres_server() {
+  if [ "$WALFS_PG_DIRECT" = 1 ]; then
+    as_postgres env LD_PRELOAD="$WALFS_DIRECT_LIB" "$@"
+  else
+    as_postgres "$@"
+  fi
+}
+
+# pg_direct_check MNT: with WALFS_PG_DIRECT=1, the daemon at MNT has granted leases (so
+# the library really wrote WAL into the pool); otherwise nothing.
+pg_direct_check() {
+  [ "$WALFS_PG_DIRECT" = 1 ] || return 0
+  local granted
+  granted=$(pg_walfs_counter "$1" leases_granted)
+  ((granted > 0)) || fail "direct access: the daemon at $1 granted no lease"
+  log "direct access: $granted leases granted, $(pg_walfs_counter "$1" leases_refused) refused"
 }
 
 # pg_workdir: sets W to a fresh work dir laid out as above (W/run owned by postgres),
@@ -144,7 +180,7 @@ pg_initdb() {
   local w=$1
   shift
   _PG_CLUSTERS+=("$w")
-  as_postgres "$PG_BIN/initdb" -D "$w/data" -X "$w/wal/pg_wal" -U postgres \
+  as_postgres_server "$PG_BIN/initdb" -D "$w/data" -X "$w/wal/pg_wal" -U postgres \
     --auth=trust "$@" >"$w/run/initdb.log" 2>&1 ||
     { cat "$w/run/initdb.log" >&2; fail "initdb -X $w/wal/pg_wal $* failed"; }
   [ -L "$w/data/pg_wal" ] || fail "initdb did not make $w/data/pg_wal a symlink"
@@ -171,7 +207,7 @@ pg_start() {
     on_exit "pg_kill '$w'"
     touch "$w/run/.stop_registered"
   fi
-  as_postgres "$PG_BIN/pg_ctl" -D "$w/data" -l "$w/run/pg.log" -w -t 300 start >/dev/null ||
+  as_postgres_server "$PG_BIN/pg_ctl" -D "$w/data" -l "$w/run/pg.log" -w -t 300 start >/dev/null ||
     fail "pg_ctl start failed for $w/data"
 }
 
@@ -413,6 +449,7 @@ pg_fsck() {
 # of W/wal, and fsck.walfs must find POOL clean.
 pg_finish() {
   local w=$1 pool=$2
+  [ "$WALFS_TEST_NO_MOUNT" = 1 ] || pg_direct_check "$w/wal"
   pg_stop "$w" fast
   pg_umount "$w/wal"
   pg_fsck "$pool"

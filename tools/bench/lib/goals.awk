@@ -18,7 +18,7 @@ function cell(v, op, limit, unit,    ok) {
 
 BEGIN {
   FS = "\t"
-  nw = split("walfs-pmem walfs-msync-tmpfs walfs-msync-disk", walfs, " ")
+  nw = split("walfs-pmem walfs-direct walfs-msync-tmpfs walfs-msync-disk", walfs, " ")
   # columns of summary.tsv: 10 max, 13 vs_tmpfs, 14 vs_ext4, 15 vs_passthrough_ll
   goal(1, "pg_test_fsync 8 KiB + fdatasync >= 3x passthrough_ll", "pg_test_fsync", "8 KiB write + fdatasync", 15, ">=", 3)
   goal(2, "pg_test_fsync 8 KiB + fdatasync >= 25x ext4", "pg_test_fsync", "8 KiB write + fdatasync", 14, ">=", 25)
@@ -31,6 +31,10 @@ BEGIN {
   goal(9, "1 KiB INSERT commits/s >= 0.95x tmpfs", "1 KiB INSERT", "commits/s", 13, ">=", 0.95)
   goal(10, "bulk load, wal_init_zero=on: time <= 1.10x tmpfs", "bulk load", "wal_init_zero=on: elapsed", 13, "<=", 1.10)
   goal(11, "daemon RSS outside the pool <= 32 MiB (max sample)", "walfs daemon memory", "RSS outside the pool mapping", 10, "<=", 32)
+  # Direct access (walfs-direct): no system call is left on the commit path.
+  goal(12, "pg_test_fsync 8 KiB + fdatasync >= 1.5x tmpfs", "pg_test_fsync", "8 KiB write + fdatasync", 13, ">=", 1.5)
+  goal(13, "bulk load, wal_init_zero=on: time <= 1.0x tmpfs", "bulk load", "wal_init_zero=on: elapsed", 13, "<=", 1.0)
+  goal(14, "bulk load, wal_init_zero=on: time <= 1.0x ext4", "bulk load", "wal_init_zero=on: elapsed", 14, "<=", 1.0)
 }
 
 NR > 1 {

@@ -40,7 +40,7 @@ pg_init() {
 }
 
 # pg_start DATADIR [-c name=value ...]: starts the server and waits until it accepts
-# connections. synchronous_commit=on and the default wal_sync_method (fdatasync) are
+# connections; the server preloads PG_PRELOAD when that is set (the walfs-direct target). synchronous_commit=on and the default wal_sync_method (fdatasync) are
 # what is measured; checkpoints are spaced out so a run seldom contains one.
 pg_start() {
   local data=$1
@@ -56,7 +56,8 @@ pg_start() {
     shift 2
   done
   on_exit "runuser -u postgres -- '$PG_BIN/pg_ctl' -D '$data' -m immediate stop"
-  as_postgres "$PG_BIN/pg_ctl" -D "$data" -l "$data.server.log" -w -t 120 -o "$opts" \
+  as_postgres env ${PG_PRELOAD:+LD_PRELOAD="$PG_PRELOAD"} \
+    "$PG_BIN/pg_ctl" -D "$data" -l "$data.server.log" -w -t 120 -o "$opts" \
     start >/dev/null || {
     log "server in $data did not start:"
     tail -20 "$data.server.log" >&2

@@ -8,6 +8,8 @@
 # files removed on any exit.
 #
 #   walfs-pmem         walfs daemon, pool on tmpfs, PMEM_IS_PMEM_FORCE=1 (true-PMEM path)
+#   walfs-direct       as walfs-pmem, and the programs writing WAL (the server,
+#                      pg_test_fsync, walfs_segbench) preload libwalfs-direct.so
 #   walfs-msync-tmpfs  walfs daemon, pool on tmpfs (msync path)
 #   walfs-msync-disk   walfs daemon, pool file on the local disk (msync path)
 #   tmpfs              a plain tmpfs directory: the ceiling, no durability
@@ -16,7 +18,8 @@
 #
 # Needs: SHM_ROOT (a dir on tmpfs), DISK_ROOT (a dir on the local disk), POOL_SIZE.
 
-ALL_TARGETS=(walfs-pmem walfs-msync-tmpfs walfs-msync-disk tmpfs ext4 passthrough_ll)
+ALL_TARGETS=(walfs-pmem walfs-direct walfs-msync-tmpfs walfs-msync-disk tmpfs ext4 passthrough_ll)
+DIRECT_LIB=${DIRECT_LIB:-$WALFS_BUILD_DIR/fs/direct/libwalfs-direct.so}
 PASSTHROUGH_SRC=${PASSTHROUGH_SRC:-/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c}
 
 declare -A TARGET_BASE=()   # target -> directory to make WAL dirs in
@@ -24,6 +27,18 @@ declare -A TARGET_NOTE=()   # target -> one line describing what it is
 declare -A TARGET_SKIP=()   # target -> why it is not run
 declare -A WALFS_PIDS=()    # walfs target -> daemon pid
 declare -A WALFS_POOLS=()   # walfs target -> pool file
+declare -A TARGET_PRELOAD=()  # target -> library the WAL writers preload (walfs-direct)
+
+# with_target_env TARGET CMD...: runs CMD with TARGET's preload, if it has one.
+with_target_env() {
+  local target=$1
+  shift
+  if [ -n "${TARGET_PRELOAD[$target]:-}" ]; then
+    LD_PRELOAD=${TARGET_PRELOAD[$target]} "$@"
+  else
+    "$@"
+  fi
+}
 
 # fs_desc PATH: "fstype (source)" of the file system holding PATH.
 fs_desc() { findmnt -n -f -o FSTYPE,SOURCE -T "$1" | awk '{print $1 " (" $2 ")"}'; }
@@ -105,6 +120,17 @@ target_up() {
   local name=$1 d
   case $name in
     walfs-pmem) _walfs_up "$name" "$SHM_ROOT/walfs-pmem.pool" 1 ;;
+    walfs-direct)
+      if [ ! -f "$DIRECT_LIB" ]; then
+        TARGET_SKIP[$name]="direct-access library not built ($DIRECT_LIB)"
+        return 0
+      fi
+      _walfs_up "$name" "$SHM_ROOT/walfs-direct.pool" 1
+      if [ -n "${TARGET_BASE[$name]:-}" ]; then
+        TARGET_PRELOAD[$name]=$DIRECT_LIB
+        TARGET_NOTE[$name]+=", WAL writers preload $DIRECT_LIB"
+      fi
+      ;;
     walfs-msync-tmpfs) _walfs_up "$name" "$SHM_ROOT/walfs-msync.pool" 0 ;;
     walfs-msync-disk) _walfs_up "$name" "$DISK_ROOT/walfs-msync.pool" 0 ;;
     tmpfs)

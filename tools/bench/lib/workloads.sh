@@ -50,7 +50,8 @@ wl_fsync() {
   local target=$1 rep=$2 dir out pid i m v wl="pg_test_fsync (one 8 KiB write, ${FSYNC_SECS}s per method)"
   dir=$(target_dir "$target" fsync)
   out=$OUT_DIR/logs/pg_test_fsync.$target.$rep.log
-  stdbuf -oL "$PG_BIN/pg_test_fsync" -s "$FSYNC_SECS" -f "$dir/pg_test_fsync.out" >"$out" 2>&1 &
+  with_target_env "$target" stdbuf -oL "$PG_BIN/pg_test_fsync" -s "$FSYNC_SECS" \
+    -f "$dir/pg_test_fsync.out" >"$out" 2>&1 &
   pid=$!
   for ((i = 0; i < 600; i++)); do
     grep -q 'two 8kB writes' "$out" && break
@@ -75,7 +76,7 @@ pgb_setup() {
   wal=$(target_dir "$target" pgbench-wal)
   mkdir -p "$SHM_ROOT/pgdata"
   pg_init "$data" "$wal" || return 1
-  pg_start "$data" || return 1
+  PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data" || return 1
   as_postgres "$PG_BIN/pgbench" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres -i -q \
     -s "$PGBENCH_SCALE" postgres >"$OUT_DIR/logs/pgbench-init.$target.log" 2>&1 || {
     log "pgbench -i on $target failed"
@@ -114,7 +115,7 @@ wl_pgbench() {
   local wl_tpcb="pgbench TPC-B-like (scale $PGBENCH_SCALE, synchronous_commit=on, ${PGBENCH_SECS}s)"
   local wl_ins="1 KiB INSERT per transaction ($INSERT_CLIENTS clients, ${PGBENCH_SECS}s)"
   local ok=1
-  if [ -z "$data" ] || ! pg_start "$data"; then ok=0; fi
+  if [ -z "$data" ] || ! PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data"; then ok=0; fi
   if [ "$do_tpcb" = 1 ]; then
     for c in $PGBENCH_CLIENTS; do
       tps=NA
@@ -153,7 +154,8 @@ wl_bulk() {
     ms=NA
     segs=NA
     if pg_init "$data" "$wal" &&
-      PG_MAX_WAL_SIZE=4GB pg_start "$data" -c "wal_init_zero=$zero" &&
+      PG_MAX_WAL_SIZE=4GB PG_PRELOAD=${TARGET_PRELOAD[$target]:-} \
+        pg_start "$data" -c "wal_init_zero=$zero" &&
       psql_q -c "CREATE TABLE bulk (id int, pad text)" &&
       t0=$(psql_q -c "SELECT pg_current_wal_lsn()"); then
       ms=$(psql_q -c '\timing on' -c "INSERT INTO bulk SELECT g, repeat('x', 1800) FROM generate_series(1, $rows) g" |
@@ -178,7 +180,8 @@ wl_segments() {
   local wl="segment lifecycle (walfs_segbench, $SEG_COUNT x 16 MiB segments, per segment)"
   dir=$(target_dir "$target" segbench)
   out=$OUT_DIR/logs/segbench.$target.$rep.log
-  "$BENCH_BIN/walfs_segbench" "$dir" --segments "$SEG_COUNT" >"$out" 2>&1 || true
+  with_target_env "$target" "$BENCH_BIN/walfs_segbench" "$dir" --segments "$SEG_COUNT" \
+    >"$out" 2>&1 || true
   rm -rf "$dir"
   for key in "create_zero:create, wal_init_zero=on (32 x 8 KiB pwritev zero-fill + fsync + durable_rename)" \
     "create_sparse:create, wal_init_zero=off (1-byte pwrite at the end + fsync + durable_rename)" \

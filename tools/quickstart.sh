@@ -16,6 +16,11 @@
 #   --seconds N      pgbench duration (default 10; 0 skips pgbench)
 #   --build-dir DIR  CMake build directory (default ./build)
 #   --no-deps        do not install missing packages
+#   --force-pmem     run the daemon with PMEM_IS_PMEM_FORCE=1 (pmem mode on a pool that
+#                    is not PMEM: to try direct access; put the pool on tmpfs with --dir,
+#                    it is then durable only as long as the machine stays up)
+# In pmem mode PostgreSQL runs with libwalfs-direct.so preloaded (direct access: WAL
+# writes go straight into the pool, no FUSE round trip); in msync mode it runs without.
 # The server listens on a unix socket in DIR/quickstart/run only (no TCP), so it does not
 # collide with another PostgreSQL on the machine.
 set -euo pipefail
@@ -27,6 +32,7 @@ SIZE=1G
 SECONDS_BENCH=10
 BUILD_DIR=$SRC/build
 DEPS=1
+FORCE_PMEM=0
 ACTION=start
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -45,6 +51,7 @@ while (($#)); do
     --seconds) SECONDS_BENCH=${2:?--seconds needs a number}; shift ;;
     --build-dir) BUILD_DIR=${2:?--build-dir needs a directory}; shift ;;
     --no-deps) DEPS=0 ;;
+    --force-pmem) FORCE_PMEM=1 ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument '$1'" ;;
   esac
@@ -66,6 +73,8 @@ WALFS_LOG=$RUN/walfs.log
 WALFS_PIDFILE=$RUN/walfs.pid
 WALFS=$BUILD_DIR/fs/walfs
 MKFS=$BUILD_DIR/tools/mkfs.walfs
+WALFSCTL=$BUILD_DIR/tools/walfsctl
+DIRECT_LIB=$BUILD_DIR/fs/direct/libwalfs-direct.so
 
 as_postgres() { runuser -u postgres -- "$@"; }
 
@@ -139,6 +148,7 @@ say "building walfs in $BUILD_DIR"
 cmake -S "$SRC" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$BUILD_DIR.quickstart-cmake.log" 2>&1 ||
   { tail -n 30 "$BUILD_DIR.quickstart-cmake.log" >&2; die "cmake configure failed"; }
 cmake --build "$BUILD_DIR" -j"${JOBS:-$(nproc)}" --target walfs mkfs_walfs fsck_walfs walfsctl \
+  walfs_direct \
   >"$BUILD_DIR.quickstart-build.log" 2>&1 ||
   { tail -n 30 "$BUILD_DIR.quickstart-build.log" >&2; die "build failed"; }
 rm -f "$BUILD_DIR.quickstart-cmake.log" "$BUILD_DIR.quickstart-build.log"
@@ -158,7 +168,12 @@ chmod 0600 "$POOL"
 
 # 4. Mount (the daemon stays in the foreground of its own session, logging to a file).
 say "mounting $POOL at $MNT"
-setsid "$WALFS" "$POOL" "$MNT" -f -o allow_other,default_permissions </dev/null >"$WALFS_LOG" 2>&1 &
+if ((FORCE_PMEM)); then
+  PMEM_IS_PMEM_FORCE=1 setsid "$WALFS" "$POOL" "$MNT" -f -o allow_other,default_permissions \
+    </dev/null >"$WALFS_LOG" 2>&1 &
+else
+  setsid "$WALFS" "$POOL" "$MNT" -f -o allow_other,default_permissions </dev/null >"$WALFS_LOG" 2>&1 &
+fi
 echo $! >"$WALFS_PIDFILE"
 for ((i = 0; i < 200; i++)); do
   mountpoint -q "$MNT" && break
@@ -167,6 +182,16 @@ for ((i = 0; i < 200; i++)); do
 done
 mountpoint -q "$MNT" || { cat "$WALFS_LOG" >&2; die "walfs did not mount $MNT"; }
 chown postgres: "$MNT"
+MODE=$("$WALFSCTL" status "$MNT" --json | sed -n 's/.*"mode":"\([a-z]*\)".*/\1/p')
+# Direct access needs pmem mode: only there is a store the server persists itself durable.
+SERVER_ENV=()
+if [ "$MODE" = pmem ] && [ -f "$DIRECT_LIB" ]; then
+  SERVER_ENV=(env LD_PRELOAD="$DIRECT_LIB")
+  DIRECT_NOTE="on: PostgreSQL preloads $DIRECT_LIB, WAL writes go straight into the pool"
+else
+  DIRECT_NOTE="off: the pool runs in $MODE mode (direct access needs pmem mode: a pool on PMEM, or --force-pmem to try it)"
+fi
+say "direct access $DIRECT_NOTE"
 
 # 5. The cluster, WAL on the mount.
 if [ -e "$DATA/PG_VERSION" ]; then
@@ -176,7 +201,7 @@ else
   mkdir -p "$DATA"
   chown postgres: "$DATA"
   chmod 0700 "$DATA"
-  as_postgres "$PG_BIN/initdb" -D "$DATA" -X "$MNT/pg_wal" -U postgres --auth=trust \
+  as_postgres "${SERVER_ENV[@]}" "$PG_BIN/initdb" -D "$DATA" -X "$MNT/pg_wal" -U postgres --auth=trust \
     >"$RUN/initdb.log" 2>&1 || { cat "$RUN/initdb.log" >&2; die "initdb failed"; }
   cat >>"$DATA/postgresql.conf" <<EOF
 # walfs quick start
@@ -184,7 +209,7 @@ listen_addresses = ''
 unix_socket_directories = '$RUN'
 EOF
 fi
-as_postgres "$PG_BIN/pg_ctl" -D "$DATA" -l "$PGLOG" -w -t 300 start >/dev/null ||
+as_postgres "${SERVER_ENV[@]}" "$PG_BIN/pg_ctl" -D "$DATA" -l "$PGLOG" -w -t 300 start >/dev/null ||
   { tail -n 30 "$PGLOG" >&2; die "PostgreSQL did not start"; }
 
 # 6. A short pgbench.
@@ -202,7 +227,8 @@ cat <<EOF
 
 walfs quick start is running.
   pool        $POOL
-  mount       $MNT  (walfs, daemon pid $(cat "$WALFS_PIDFILE"), log $WALFS_LOG)
+  mount       $MNT  (walfs, mode $MODE, daemon pid $(cat "$WALFS_PIDFILE"), log $WALFS_LOG)
+  direct      $DIRECT_NOTE
   WAL         $MNT/pg_wal  (symlinked from $DATA/pg_wal)
   data dir    $DATA
   socket      $RUN/.s.PGSQL.5432  (no TCP)

@@ -182,3 +182,19 @@ $me: $mnt is mounted now by a walfs run by hand. To mount it at every boot, eith
   (NAME is the cluster's name, e.g. main.)
 $me: then start the cluster, check it, and remove $wal.pre-walfs.
 EOF
+
+# Direct access: only in pmem mode, and only when the library is installed.
+mode=$(walfsctl status "$mnt" --json 2>/dev/null | sed -n 's/.*"mode":"\([a-z]*\)".*/\1/p') || mode=
+direct_lib=${WALFS_DIRECT_LIB:-$(ls /usr/lib/*/walfs/libwalfs-direct.so 2>/dev/null | head -n 1)}
+if [ "$mode" = pmem ] && [ -n "$direct_lib" ]; then
+  cat >&2 <<EOF
+$me: the pool runs in pmem mode, so the server can write its WAL straight into the pool
+  (direct access: no FUSE round trip per write; fsync becomes a no-op). For a Debian
+  cluster, add this line to /etc/postgresql/$version/NAME/environment (pg_ctlcluster and
+  postgresql@$version-NAME.service read it), then restart the cluster:
+      LD_PRELOAD = '$direct_lib'
+  Remove the line (and restart) to turn it off; the server then runs exactly as before.
+EOF
+elif [ "$mode" = msync ]; then
+  say "the pool runs in msync mode (not on PMEM): direct access (libwalfs-direct.so) does not apply"
+fi

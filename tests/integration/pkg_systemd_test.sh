@@ -71,7 +71,7 @@ else
 fi
 grep -q '^Type=notify$' "$UNIT" || fail "walfs@.service is not Type=notify"
 grep -q '^Before=postgresql@%i.service$' "$UNIT" || fail "walfs@.service is not ordered before postgresql@%i"
-grep -q '^Requires=walfs@%i.service$' "$DROPIN" || fail "drop-in lacks Requires=walfs@%i.service"
+grep -q '^BindsTo=walfs@%i.service$' "$DROPIN" || fail "drop-in lacks BindsTo=walfs@%i.service"
 grep -q '^After=walfs@%i.service$' "$DROPIN" || fail "drop-in lacks After=walfs@%i.service"
 
 # --- 2. run the unit as systemd would

@@ -110,7 +110,10 @@ __attribute__((constructor)) void Init() {
 }  // namespace
 }  // namespace walfs::direct
 
+using walfs::direct::CloseRangeAroundPools;
 using walfs::direct::Created;
+using walfs::direct::g_pools;
+using walfs::direct::PoolFiles;
 using walfs::direct::g_table;
 using walfs::direct::ModeArg;
 using walfs::direct::Opened;
@@ -264,29 +267,50 @@ WALFS_EXPORT int fdatasync(int fd) {
 
 // ---- descriptor lifetime --------------------------------------------------------------
 
+// The pool descriptors are the library's, not the application's: a close of one by
+// number fails as it would have without us (EBADF), and ranges skip them.
 WALFS_EXPORT int close(int fd) {
   if (g_table.IsTracked(fd)) g_table.Untrack(fd);
+  if (g_pools.IsPoolFd(fd)) return errno = EBADF, -1;
   WALFS_CALL_REAL(close, fd);
 }
 
 WALFS_EXPORT int close_range(unsigned int first, unsigned int last, int flags) noexcept {
   if ((flags & CLOSE_RANGE_CLOEXEC) == 0) g_table.UntrackRange(first, last);
-  WALFS_CALL_REAL(close_range, first, last, flags);
+  auto* real_fn = WALFS_REAL(close_range);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return CloseRangeAroundPools(g_pools, first, last, flags,
+                               [&](unsigned a, unsigned b) { return real_fn(a, b, flags); });
 }
 
 WALFS_EXPORT void closefrom(int lowfd) noexcept {
-  if (lowfd >= 0) g_table.UntrackRange(static_cast<unsigned>(lowfd), UINT_MAX);
-  auto* real_fn = WALFS_REAL(closefrom);
-  if (real_fn != nullptr) real_fn(lowfd);
+  if (lowfd < 0) lowfd = 0;
+  g_table.UntrackRange(static_cast<unsigned>(lowfd), UINT_MAX);
+  int pool_fds[PoolFiles::kMaxPools];
+  if (g_pools.PoolFdsIn(static_cast<unsigned>(lowfd), UINT_MAX, pool_fds) == 0) {
+    auto* real_fn = WALFS_REAL(closefrom);
+    if (real_fn != nullptr) real_fn(lowfd);
+    return;
+  }
+  auto* range_fn = WALFS_REAL(close_range);
+  if (range_fn == nullptr) return;
+  CloseRangeAroundPools(g_pools, static_cast<unsigned>(lowfd), UINT_MAX, 0,
+                        [&](unsigned a, unsigned b) { return range_fn(a, b, 0); });
 }
 
 WALFS_EXPORT int dup2(int oldfd, int newfd) noexcept {
-  if (oldfd != newfd && g_table.IsTracked(newfd)) g_table.Untrack(newfd);
+  if (oldfd != newfd) {
+    if (g_table.IsTracked(newfd)) g_table.Untrack(newfd);
+    g_pools.MoveAside(newfd);
+  }
   WALFS_CALL_REAL(dup2, oldfd, newfd);
 }
 
 WALFS_EXPORT int dup3(int oldfd, int newfd, int flags) noexcept {
-  if (oldfd != newfd && g_table.IsTracked(newfd)) g_table.Untrack(newfd);
+  if (oldfd != newfd) {
+    if (g_table.IsTracked(newfd)) g_table.Untrack(newfd);
+    g_pools.MoveAside(newfd);
+  }
   WALFS_CALL_REAL(dup3, oldfd, newfd, flags);
 }
 
@@ -341,27 +365,33 @@ WALFS_EXPORT long syscall(long number, ...) noexcept {
   long a[6];
   for (long& x : a) x = va_arg(ap, long);
   va_end(ap);
+  auto* real_fn = WALFS_REAL(syscall);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
   switch (number) {
     case SYS_close:
       if (g_table.IsTracked(static_cast<int>(a[0]))) g_table.Untrack(static_cast<int>(a[0]));
+      if (g_pools.IsPoolFd(static_cast<int>(a[0]))) return errno = EBADF, -1;
       break;
     case SYS_close_range:
       if ((a[2] & CLOSE_RANGE_CLOEXEC) == 0) {
         g_table.UntrackRange(static_cast<unsigned>(a[0]), static_cast<unsigned>(a[1]));
       }
-      break;
+      return CloseRangeAroundPools(
+          g_pools, static_cast<unsigned>(a[0]), static_cast<unsigned>(a[1]), static_cast<int>(a[2]),
+          [&](unsigned b, unsigned e) { return static_cast<int>(real_fn(number, b, e, a[2])); });
 #ifdef SYS_dup2
     case SYS_dup2:
 #endif
     case SYS_dup3:
-      if (a[0] != a[1] && g_table.IsTracked(static_cast<int>(a[1]))) {
-        g_table.Untrack(static_cast<int>(a[1]));
+      if (a[0] != a[1]) {
+        if (g_table.IsTracked(static_cast<int>(a[1]))) g_table.Untrack(static_cast<int>(a[1]));
+        g_pools.MoveAside(static_cast<int>(a[1]));
       }
       break;
     default:
       break;
   }
-  WALFS_CALL_REAL(syscall, number, a[0], a[1], a[2], a[3], a[4], a[5]);
+  return real_fn(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 // ---- other descriptor-creating calls: collision checks --------------------------------

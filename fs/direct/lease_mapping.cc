@@ -54,24 +54,25 @@ int MapLease(const lease::Reply& reply, uint64_t file_dev, uint64_t file_ino,
              PoolFiles& pools, LeaseMapping* out, const char** reason) {
   *out = LeaseMapping{};
   uint64_t pool_size = 0;
-  const int pool_fd = pools.Acquire({.path = reply.pool_path,
+  int pool_fd = -1;
+  const int handle = pools.Acquire({.path = reply.pool_path,
                                      .dev = reply.pool_dev,
                                      .ino = reply.pool_ino,
                                      .uuid_offset = reply.uuid_offset,
                                      .uuid = reply.uuid},
-                                    &pool_size);
-  if (pool_fd < 0) {
-    *reason = pool_fd == -EXDEV    ? "pool path is not the pool the daemon serves (dev/ino)"
-              : pool_fd == -EILSEQ ? "pool uuid differs"
-                                   : "cannot open and read-lock the pool";
-    return pool_fd;
+                                    &pool_fd, &pool_size);
+  if (handle < 0) {
+    *reason = handle == -EXDEV    ? "pool path is not the pool the daemon serves (dev/ino)"
+              : handle == -EILSEQ ? "pool uuid differs"
+                                  : "cannot open and read-lock the pool";
+    return handle;
   }
   out->file_dev = file_dev;
   out->file_ino = file_ino;
   out->leased_size = reply.leased_size;
   out->walfs_ino = reply.ino;
   out->pools = &pools;
-  out->pool_fd = pool_fd;
+  out->pool_handle = handle;
   out->run_count = reply.run_count;
   if (pool_size != 0 && !RunsFit(reply, pool_size)) {
     *reason = "a run lies past the end of the pool file";
@@ -97,7 +98,7 @@ int MapLease(const lease::Reply& reply, uint64_t file_dev, uint64_t file_ino,
     }
   }
 
-  bool try_sync = !pools.MapSyncRefused(pool_fd);
+  bool try_sync = !pools.MapSyncRefused(handle);
   int err = 0;
   for (uint32_t i = 0; i < reply.run_count && err == 0; ++i) {
     const lease::Run& run = reply.runs[i];
@@ -108,7 +109,7 @@ int MapLease(const lease::Reply& reply, uint64_t file_dev, uint64_t file_ino,
     bool sync_refused = false;
     mapped.pool_addr = MapRun(pool_fd, run.pool_offset, run.length, try_sync, &sync_refused);
     if (sync_refused) {
-      pools.SetMapSyncRefused(pool_fd);
+      pools.SetMapSyncRefused(handle);
       try_sync = false;
     }
     if (mapped.pool_addr == nullptr) {
@@ -134,9 +135,11 @@ int MapLease(const lease::Reply& reply, uint64_t file_dev, uint64_t file_ino,
 
 void UnmapLease(LeaseMapping& mapping) {
   UnmapRuns(mapping);
-  if (mapping.pools != nullptr && mapping.pool_fd >= 0) mapping.pools->Release(mapping.pool_fd);
+  if (mapping.pools != nullptr && mapping.pool_handle >= 0) {
+    mapping.pools->Release(mapping.pool_handle);
+  }
   mapping.pools = nullptr;
-  mapping.pool_fd = -1;
+  mapping.pool_handle = -1;
   mapping.run_count = 0;
 }
 

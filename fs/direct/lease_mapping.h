@@ -32,7 +32,7 @@ struct LeaseMapping {
   uint32_t run_count = 0;
   MappedRun runs[lease::kMaxRuns] = {};
   PoolFiles* pools = nullptr;
-  int pool_fd = -1;  // a reference held on pools
+  int pool_handle = -1;  // a reference held on pools (PoolFiles::Acquire)
 };
 
 // Opens (or shares) the pool `reply` names, checks its identity, read-locks it and maps

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "fs/direct/real_calls.h"
 #include "fs/lease_protocol.h"
 
@@ -28,24 +30,23 @@ int CheckUuid(int fd, uint64_t uuid_offset, const uint8_t* uuid) {
 
 }  // namespace
 
-int PoolFiles::Acquire(const Identity& id, uint64_t* pool_size) {
+int PoolFiles::Acquire(const Identity& id, int* fd_out, uint64_t* pool_size) {
   SignalSafeLock::Guard guard(lock_);
-  for (Pool& pool : pools_) {
+  for (int i = 0; i < kMaxPools; ++i) {
+    Pool& pool = pools_[i];
     if (pool.refs > 0 && pool.dev == id.dev && pool.ino == id.ino) {
       if (const int err = CheckUuid(pool.fd, id.uuid_offset, id.uuid); err != 0) return err;
       ++pool.refs;
+      *fd_out = pool.fd;
       *pool_size = pool.size;
-      return pool.fd;
+      return i;
     }
   }
-  Pool* free_pool = nullptr;
-  for (Pool& pool : pools_) {
-    if (pool.refs == 0) {
-      free_pool = &pool;
-      break;
-    }
+  int slot = -1;
+  for (int i = 0; i < kMaxPools && slot < 0; ++i) {
+    if (pools_[i].refs == 0) slot = i;
   }
-  if (free_pool == nullptr) return -EMFILE;
+  if (slot < 0) return -EMFILE;
 
   const int fd = real::Open(id.path, O_RDWR | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return -errno;
@@ -71,39 +72,76 @@ int PoolFiles::Acquire(const Identity& id, uint64_t* pool_size) {
     real::Close(fd);
     return err;
   }
-  *free_pool = Pool{.fd = fd,
-                    .dev = id.dev,
-                    .ino = id.ino,
-                    .size = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0,
-                    .refs = 1};
-  *pool_size = free_pool->size;
-  return fd;
+  pools_[slot] = Pool{.fd = fd,
+                      .dev = id.dev,
+                      .ino = id.ino,
+                      .size = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0,
+                      .refs = 1};
+  fd_plus_one_[slot].store(fd + 1, std::memory_order_relaxed);
+  open_pools_.fetch_add(1, std::memory_order_relaxed);
+  *fd_out = fd;
+  *pool_size = pools_[slot].size;
+  return slot;
 }
 
-void PoolFiles::Release(int fd) {
-  int to_close = -1;
-  {
-    SignalSafeLock::Guard guard(lock_);
-    Pool* pool = FindByFd(fd);
-    if (pool == nullptr) return;
-    if (--pool->refs == 0) {
-      to_close = pool->fd;
-      *pool = Pool{};
+void PoolFiles::Release(int handle) {
+  if (handle < 0 || handle >= kMaxPools) return;
+  SignalSafeLock::Guard guard(lock_);
+  Pool& pool = pools_[handle];
+  if (pool.refs == 0 || --pool.refs > 0) return;
+  // Closing the last fd of the description drops the OFD lock.
+  real::Close(pool.fd);
+  fd_plus_one_[handle].store(0, std::memory_order_relaxed);
+  open_pools_.fetch_sub(1, std::memory_order_relaxed);
+  pool = Pool{};
+}
+
+bool PoolFiles::MapSyncRefused(int handle) {
+  SignalSafeLock::Guard guard(lock_);
+  return handle >= 0 && handle < kMaxPools && pools_[handle].map_sync_refused;
+}
+
+void PoolFiles::SetMapSyncRefused(int handle) {
+  SignalSafeLock::Guard guard(lock_);
+  if (handle >= 0 && handle < kMaxPools) pools_[handle].map_sync_refused = true;
+}
+
+bool PoolFiles::IsPoolFd(int fd) const {
+  if (fd < 0 || open_pools_.load(std::memory_order_relaxed) == 0) return false;
+  for (const std::atomic<int>& f : fd_plus_one_) {
+    if (f.load(std::memory_order_relaxed) == fd + 1) return true;
+  }
+  return false;
+}
+
+bool PoolFiles::MoveAside(int fd) {
+  if (!IsPoolFd(fd)) return true;
+  SignalSafeLock::Guard guard(lock_);
+  for (int i = 0; i < kMaxPools; ++i) {
+    Pool& pool = pools_[i];
+    if (pool.refs == 0 || pool.fd != fd) continue;
+    const int moved = real::Fcntl(fd, F_DUPFD_CLOEXEC, nullptr);
+    if (moved < 0) return false;
+    pool.fd = moved;
+    fd_plus_one_[i].store(moved + 1, std::memory_order_relaxed);
+    // The description (and its lock) lives on through `moved`.
+    real::Close(fd);
+    return true;
+  }
+  return true;
+}
+
+int PoolFiles::PoolFdsIn(unsigned first, unsigned last, int* fds) const {
+  int n = 0;
+  if (open_pools_.load(std::memory_order_relaxed) == 0) return 0;
+  for (const std::atomic<int>& f : fd_plus_one_) {
+    const int fd = f.load(std::memory_order_relaxed) - 1;
+    if (fd >= 0 && static_cast<unsigned>(fd) >= first && static_cast<unsigned>(fd) <= last) {
+      fds[n++] = fd;
     }
   }
-  // Closing the last fd of the description drops the OFD lock.
-  if (to_close >= 0) real::Close(to_close);
-}
-
-bool PoolFiles::MapSyncRefused(int fd) {
-  SignalSafeLock::Guard guard(lock_);
-  Pool* pool = FindByFd(fd);
-  return pool != nullptr && pool->map_sync_refused;
-}
-
-void PoolFiles::SetMapSyncRefused(int fd) {
-  SignalSafeLock::Guard guard(lock_);
-  if (Pool* pool = FindByFd(fd)) pool->map_sync_refused = true;
+  std::sort(fds, fds + n);
+  return n;
 }
 
 int PoolFiles::open_count() {
@@ -111,13 +149,6 @@ int PoolFiles::open_count() {
   int n = 0;
   for (const Pool& pool : pools_) n += pool.refs > 0;
   return n;
-}
-
-PoolFiles::Pool* PoolFiles::FindByFd(int fd) {
-  for (Pool& pool : pools_) {
-    if (pool.refs > 0 && pool.fd == fd) return &pool;
-  }
-  return nullptr;
 }
 
 }  // namespace walfs::direct

@@ -32,7 +32,12 @@ class SignalSafeLock {
     pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   }
 
-  void ForkPrepare() { Lock(&fork_mask_); }
+  // The mask is saved to a local first: fork_mask_ belongs to the lock holder.
+  void ForkPrepare() {
+    sigset_t saved;
+    Lock(&saved);
+    fork_mask_ = saved;
+  }
   void ForkParent() { Unlock(fork_mask_); }
   // The child is a copy of the forking thread, which holds the lock: it may unlock it.
   void ForkChild() { Unlock(fork_mask_); }
@@ -51,7 +56,7 @@ class SignalSafeLock {
 
  private:
   pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;
-  sigset_t fork_mask_{};
+  sigset_t fork_mask_{};  // written only with mu_ held
 };
 
 }  // namespace walfs::direct

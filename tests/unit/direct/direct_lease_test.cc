@@ -10,9 +10,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fs/direct/direct_write.h"
 #include "gtest/gtest.h"
@@ -384,6 +387,50 @@ TEST_F(DirectLeaseTest, MissingImageRefusesTheLease) {
   const int fd = OpenFile();
   EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
   EXPECT_EQ(pools_.open_count(), 0);
+  close(fd);
+}
+
+// The application cannot close the pool descriptor by number: ranges go around it, and a
+// dup2 target that is a pool descriptor is renumbered first, lock and all.
+TEST_F(DirectLeaseTest, PoolDescriptorIsKeptFromTheApplication) {
+  const int fd = OpenFile();
+  ASSERT_EQ(Lease(fd), LeaseOutcome::kGranted);
+  int pool_fds[PoolFiles::kMaxPools];
+  ASSERT_EQ(pools_.PoolFdsIn(0, UINT_MAX, pool_fds), 1);
+  const int p = pool_fds[0];
+  EXPECT_TRUE(pools_.IsPoolFd(p));
+  EXPECT_FALSE(pools_.IsPoolFd(fd));
+  EXPECT_EQ(pools_.PoolFdsIn(0, static_cast<unsigned>(p) - 1, pool_fds), 0);
+
+  std::vector<std::pair<unsigned, unsigned>> ranges;
+  const auto record = [&](unsigned a, unsigned b) {
+    ranges.emplace_back(a, b);
+    return 0;
+  };
+  EXPECT_EQ(CloseRangeAroundPools(pools_, 3, UINT_MAX, 0, record), 0);
+  const std::vector<std::pair<unsigned, unsigned>> around = {
+      {3u, static_cast<unsigned>(p) - 1}, {static_cast<unsigned>(p) + 1, UINT_MAX}};
+  EXPECT_EQ(ranges, around);
+  ranges.clear();
+  CloseRangeAroundPools(pools_, p, p, 0, record);
+  EXPECT_TRUE(ranges.empty());
+  CloseRangeAroundPools(pools_, 3, UINT_MAX, CLOSE_RANGE_CLOEXEC, record);
+  const std::vector<std::pair<unsigned, unsigned>> whole = {{3u, UINT_MAX}};
+  EXPECT_EQ(ranges, whole);
+  ranges.clear();
+  EXPECT_EQ(CloseRangeAroundPools(pools_, 0, 2, 0, record), 0);
+  const std::vector<std::pair<unsigned, unsigned>> below = {{0u, 2u}};
+  EXPECT_EQ(ranges, below);
+
+  ASSERT_TRUE(pools_.MoveAside(p));
+  EXPECT_FALSE(pools_.IsPoolFd(p));
+  EXPECT_EQ(fcntl(p, F_GETFD), -1);  // free for the application
+  EXPECT_EQ(LockSeenBy(pool_path_), F_RDLCK);
+  ASSERT_EQ(Write(fd, "moved", 0), DirectResult::kStored);
+  EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 5), "moved");
+  table_->Untrack(fd);
+  EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
+  EXPECT_TRUE(pools_.MoveAside(fd));  // not a pool descriptor: nothing to do
   close(fd);
 }
 

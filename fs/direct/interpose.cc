@@ -77,10 +77,12 @@ inline mode_t ModeArg(int flags, va_list ap) {
   return NeedsMode(flags) ? static_cast<mode_t>(va_arg(ap, int)) : 0;
 }
 
-// pwrite-family core: direct when leased and inside the lease, else the real call.
+// pwrite-family core: direct when leased and inside the lease, else the real call. The
+// untracked case is the inline load and nothing else.
 template <typename Real>
 inline ssize_t Pwritev(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags,
                        Real real) {
+  if (!g_table.IsTracked(fd)) return real();
   size_t written = 0;
   if (TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written) ==
       DirectResult::kStored) {
@@ -113,10 +115,10 @@ __attribute__((constructor)) void Init() {
 using walfs::direct::CloseRangeAroundPools;
 using walfs::direct::Created;
 using walfs::direct::g_pools;
-using walfs::direct::PoolFiles;
 using walfs::direct::g_table;
 using walfs::direct::ModeArg;
 using walfs::direct::Opened;
+using walfs::direct::PoolFiles;
 
 // ---- open family ----------------------------------------------------------------------
 

@@ -40,9 +40,11 @@ void DebugLog(const char* format, ...) {
   int n = snprintf(line, sizeof(line), "walfs-direct: [%d] ", static_cast<int>(getpid()));
   va_list ap;
   va_start(ap, format);
-  const int m = vsnprintf(line + n, sizeof(line) - n - 1, format, ap);
+  // One byte stays free for the newline; vsnprintf keeps one more for its NUL.
+  const int room = static_cast<int>(sizeof(line)) - n - 1;
+  const int m = vsnprintf(line + n, room, format, ap);
   va_end(ap);
-  n += m < 0 ? 0 : (m >= static_cast<int>(sizeof(line)) - n - 1 ? sizeof(line) - n - 2 : m);
+  if (m > 0) n += m < room ? m : room - 1;
   line[n++] = '\n';
   ssize_t ignored = write(STDERR_FILENO, line, n);
   (void)ignored;

@@ -1,0 +1,89 @@
+// The direct write path: a pwrite/pwritev that falls inside a lease is stored into the
+// mapped pool runs and made durable before it returns.
+//
+// StoreDirect is written once over a Persistor, so the crash tests run the production
+// copy loop against core's RecordingRegion. A Persistor has
+//   void Store(const MappedRun& run, uint64_t offset_in_run, const void* src, size_t n);
+//   void Flush(const MappedRun& run, uint64_t offset_in_run, size_t n);
+//   void Drain();
+// with PersistentRegion's meaning: bytes stored and flushed are durable once a later
+// Drain has returned, and Drain covers the calling thread's flushes only (hence it runs
+// in the writing thread, before the call returns).
+#ifndef WALFS_FS_DIRECT_DIRECT_WRITE_H_
+#define WALFS_FS_DIRECT_DIRECT_WRITE_H_
+
+#include <string.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+
+#include "fs/direct/fd_table.h"
+#include "fs/direct/lease_mapping.h"
+
+namespace walfs::direct {
+
+// Production: non-temporal copies (libpmem flushes what they do not bypass) and one
+// SFENCE (pmem_drain) at the end.
+struct PmemPersistor {
+  void Store(const MappedRun& run, uint64_t offset, const void* src, size_t n);
+  void Flush(const MappedRun&, uint64_t, size_t) {}
+  void Drain();
+};
+
+// Stores the iovecs, in order, at file offset `offset` of the lease, flushing each piece,
+// then drains once. With a power-cut image mapped, each piece is also copied into the
+// image (plain memcpy: the daemon reads it, durability is the pool's business).
+// Preconditions (checked by the callers): offset + total length <= m.leased_size.
+template <typename Persistor>
+void StoreDirect(const LeaseMapping& m, uint64_t offset, const struct iovec* iov, int iovcnt,
+                 Persistor& persistor) {
+  uint32_t r = 0;
+  while (r + 1 < m.run_count && m.runs[r].file_offset + m.runs[r].length <= offset) ++r;
+  for (int i = 0; i < iovcnt; ++i) {
+    const char* src = static_cast<const char*>(iov[i].iov_base);
+    size_t left = iov[i].iov_len;
+    while (left > 0) {
+      const MappedRun& run = m.runs[r];
+      const uint64_t in_run = offset - run.file_offset;
+      const uint64_t room = run.length - in_run;
+      const size_t n = left < room ? left : static_cast<size_t>(room);
+      persistor.Store(run, in_run, src, n);
+      if (run.image_addr != nullptr) memcpy(run.image_addr + in_run, src, n);
+      persistor.Flush(run, in_run, n);
+      src += n;
+      left -= n;
+      offset += n;
+      if (n == room) ++r;
+    }
+  }
+  persistor.Drain();
+}
+
+// Why a write was not taken by the direct path.
+enum class DirectResult {
+  kStored,      // stored and durable; the call returns the byte count
+  kUntracked,   // fd holds no lease
+  kNotInLease,  // length 0, negative offset, partly or wholly outside the lease, bad
+                // iovec count or length overflow, or flags the direct path does not do
+  kStale,       // fstat says fd is no longer the leased file: the entry was dropped
+};
+
+// RWF_* flags a direct store honours: DSYNC/SYNC are what it does anyway, HIPRI and
+// NOWAIT are hints. Anything else (RWF_APPEND, unknown bits) goes to the kernel.
+bool DirectFlagsOk(int flags);
+
+// The whole hot path of pwrite/pwritev/pwritev2 on `fd`: one atomic load when untracked.
+// On kStored *written is the byte count. Never changes errno. Thread-safe.
+template <typename Persistor>
+DirectResult TryDirectWrite(FdTable& table, int fd, const struct iovec* iov, int iovcnt,
+                            off_t offset, int flags, Persistor& persistor, size_t* written);
+
+DirectResult TryDirectWritePmem(FdTable& table, int fd, const struct iovec* iov, int iovcnt,
+                                off_t offset, int flags, size_t* written);
+
+}  // namespace walfs::direct
+
+#include "fs/direct/direct_write_inl.h"
+
+#endif  // WALFS_FS_DIRECT_DIRECT_WRITE_H_

@@ -1,0 +1,119 @@
+// FdTable: which descriptors of this process hold a lease, and their mappings.
+//
+// The hot path (every pwrite/fsync of the process) asks "is fd leased?" with one atomic
+// load of slots_[fd]: descriptors at or above kFdBound are never tracked. Mutations
+// (Track/Untrack) take a SignalSafeLock, so a signal handler calling close() or dup2()
+// cannot deadlock against the thread it interrupted.
+//
+// Lifetime: an entry carries a reference count; the slot holds one reference and every
+// in-progress direct write holds one (Ref). Untrack clears the slot and drops the slot's
+// reference; the mapping is unmapped by whoever drops the last one, so a write racing
+// with close on another thread never stores into unmapped memory. Entries come from
+// chunks that are never returned to the system (type-stable memory): a reader that
+// loaded a pointer just before the entry was retired can still safely try to take a
+// reference, which fails once the count reached zero.
+#ifndef WALFS_FS_DIRECT_FD_TABLE_H_
+#define WALFS_FS_DIRECT_FD_TABLE_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "fs/direct/lease_mapping.h"
+#include "fs/direct/signal_safe_lock.h"
+
+namespace walfs::direct {
+
+class FdTable {
+ public:
+  static constexpr int kFdBound = 65536;
+
+  struct Entry {
+    std::atomic<uint32_t> refs{0};
+    LeaseMapping mapping;
+    Entry* next_free = nullptr;
+  };
+
+  // A counted reference to an entry; empty when the fd is not tracked.
+  class Ref {
+   public:
+    Ref() = default;
+    Ref(FdTable* table, Entry* entry) : table_(table), entry_(entry) {}
+    Ref(Ref&& other) noexcept : table_(other.table_), entry_(other.entry_) {
+      other.entry_ = nullptr;
+    }
+    Ref& operator=(Ref&&) = delete;
+    ~Ref() { Reset(); }
+    explicit operator bool() const { return entry_ != nullptr; }
+    const LeaseMapping& operator*() const { return entry_->mapping; }
+    const LeaseMapping* operator->() const { return &entry_->mapping; }
+    Entry* entry() const { return entry_; }
+    void Reset() {
+      if (entry_ != nullptr) table_->Unref(entry_);
+      entry_ = nullptr;
+    }
+
+   private:
+    FdTable* table_ = nullptr;
+    Entry* entry_ = nullptr;
+  };
+
+  constexpr FdTable() = default;
+  FdTable(const FdTable&) = delete;
+  FdTable& operator=(const FdTable&) = delete;
+
+  // Publishes `mapping` for fd, first untracking whatever entry fd had. Returns false
+  // (and the caller still owns the mapping) when fd is outside [0, kFdBound) or no entry
+  // memory can be had.
+  bool Track(int fd, const LeaseMapping& mapping);
+
+  // One atomic load.
+  bool IsTracked(int fd) const {
+    return static_cast<unsigned>(fd) < kFdBound &&
+           slots_[fd].load(std::memory_order_acquire) != nullptr;
+  }
+
+  // A reference to fd's entry, or an empty Ref. One load when untracked.
+  Ref Acquire(int fd) {
+    if (static_cast<unsigned>(fd) >= kFdBound) return {};
+    Entry* entry = slots_[fd].load(std::memory_order_acquire);
+    if (entry == nullptr) return {};
+    return AcquireSlow(fd, entry);
+  }
+
+  // Stops tracking fd (no-op when untracked).
+  void Untrack(int fd);
+  // Stops tracking fd only if its slot still holds `entry` (a stale entry detected by a
+  // reader must not take down a newer one).
+  void UntrackIf(int fd, const Entry* entry);
+  // Stops tracking every fd in [first, last] (close_range/closefrom semantics).
+  void UntrackRange(unsigned first, unsigned last);
+  // A descriptor number a creating call just returned is still tracked: the fd it used
+  // to be was closed where we could not see it. Drop the stale entry.
+  void DropIfTracked(int fd) {
+    if (IsTracked(fd)) Untrack(fd);
+  }
+
+  // Number of tracked fds, and of entries not yet returned; for tests.
+  int tracked_count();
+  int live_entries();
+
+  void ForkPrepare() { lock_.ForkPrepare(); }
+  void ForkParent() { lock_.ForkParent(); }
+  void ForkChild() { lock_.ForkChild(); }
+
+ private:
+  Ref AcquireSlow(int fd, Entry* entry);
+  void Unref(Entry* entry);
+  Entry* Allocate();  // lock_ held
+
+  std::atomic<Entry*> slots_[kFdBound] = {};
+  // One past the highest fd ever tracked: bounds UntrackRange's scan.
+  std::atomic<int> high_water_{0};
+  SignalSafeLock lock_;
+  Entry* free_list_ = nullptr;  // lock_
+  int live_entries_ = 0;        // lock_
+};
+
+}  // namespace walfs::direct
+
+#endif  // WALFS_FS_DIRECT_FD_TABLE_H_

@@ -1,0 +1,462 @@
+// The exported symbols of libwalfs-direct.so: thin wrappers that resolve the next
+// definition (libc) once and consult the fd table around it.
+//
+// Rules every wrapper keeps: a call on a descriptor we do not track costs at most one
+// atomic load on top of libc; anything unexpected falls back to the real call; errno is
+// what the real call left (or untouched, for a direct write, which succeeds).
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <climits>
+
+#include "fs/direct/direct_write.h"
+#include "fs/direct/fd_table.h"
+#include "fs/direct/lease.h"
+#include "fs/direct/pool_files.h"
+#include "fs/direct/switches.h"
+
+#define WALFS_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace walfs::direct {
+namespace {
+
+constinit FdTable g_table;
+constinit PoolFiles g_pools;
+
+// The next definition of `name` (libc's), resolved on first use. A symbol libc lacks
+// makes the call fail with ENOSYS.
+#define WALFS_REAL(name)                                                              \
+  ([]() {                                                                              \
+    static decltype(&::name) const fn =                                                \
+        reinterpret_cast<decltype(&::name)>(dlsym(RTLD_NEXT, #name));                 \
+    return fn;                                                                         \
+  }())
+
+#define WALFS_CALL_REAL(name, ...)         \
+  do {                                     \
+    auto* const real_fn = WALFS_REAL(name); \
+    if (real_fn == nullptr) {              \
+      errno = ENOSYS;                      \
+      return -1;                           \
+    }                                      \
+    return real_fn(__VA_ARGS__);           \
+  } while (0)
+
+// After any call that created descriptor `fd`: a number we still track was closed
+// behind our back, so its entry is stale.
+inline int Created(int fd) {
+  if (fd >= 0) g_table.DropIfTracked(fd);
+  return fd;
+}
+
+inline int Opened(int fd, int flags) {
+  if (fd < 0) return fd;
+  g_table.DropIfTracked(fd);
+  if (WantsLease(flags) && DirectEnabled()) {
+    LeaseForOpen(fd, flags, ProductionLeaseSources(), g_table, g_pools);
+  }
+  return fd;
+}
+
+inline bool NeedsMode(int flags) {
+  return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
+inline mode_t ModeArg(int flags, va_list ap) {
+  return NeedsMode(flags) ? static_cast<mode_t>(va_arg(ap, int)) : 0;
+}
+
+// pwrite-family core: direct when leased and inside the lease, else the real call. The
+// untracked case is the inline load and nothing else.
+template <typename Real>
+inline ssize_t Pwritev(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags,
+                       Real real) {
+  if (!g_table.IsTracked(fd)) return real();
+  size_t written = 0;
+  if (TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written) ==
+      DirectResult::kStored) {
+    return static_cast<ssize_t>(written);
+  }
+  return real();
+}
+
+void ForkPrepare() {
+  g_table.ForkPrepare();
+  g_pools.ForkPrepare();
+}
+void ForkParent() {
+  g_pools.ForkParent();
+  g_table.ForkParent();
+}
+void ForkChild() {
+  g_pools.ForkChild();
+  g_table.ForkChild();
+}
+
+__attribute__((constructor)) void Init() {
+  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+  if (!DirectEnabled()) DebugLog("WALFS_DIRECT=0: inert");
+}
+
+}  // namespace
+}  // namespace walfs::direct
+
+using walfs::direct::CloseRangeAroundPools;
+using walfs::direct::Created;
+using walfs::direct::g_pools;
+using walfs::direct::g_table;
+using walfs::direct::ModeArg;
+using walfs::direct::Opened;
+using walfs::direct::PoolFiles;
+
+// ---- open family ----------------------------------------------------------------------
+
+WALFS_EXPORT int open(const char* path, int flags, ...) {
+  va_list ap;
+  va_start(ap, flags);
+  const mode_t mode = ModeArg(flags, ap);
+  va_end(ap);
+  auto* real_fn = WALFS_REAL(open);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Opened(real_fn(path, flags, mode), flags);
+}
+
+WALFS_EXPORT int open64(const char* path, int flags, ...) {
+  va_list ap;
+  va_start(ap, flags);
+  const mode_t mode = ModeArg(flags, ap);
+  va_end(ap);
+  auto* real_fn = WALFS_REAL(open64);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Opened(real_fn(path, flags, mode), flags);
+}
+
+WALFS_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
+  va_list ap;
+  va_start(ap, flags);
+  const mode_t mode = ModeArg(flags, ap);
+  va_end(ap);
+  auto* real_fn = WALFS_REAL(openat);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Opened(real_fn(dirfd, path, flags, mode), flags);
+}
+
+WALFS_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
+  va_list ap;
+  va_start(ap, flags);
+  const mode_t mode = ModeArg(flags, ap);
+  va_end(ap);
+  auto* real_fn = WALFS_REAL(openat64);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Opened(real_fn(dirfd, path, flags, mode), flags);
+}
+
+// _FORTIFY_SOURCE's checked variants (no mode: they are used when O_CREAT is absent).
+extern "C" {
+int __open_2(const char* path, int flags);
+int __open64_2(const char* path, int flags);
+int __openat_2(int dirfd, const char* path, int flags);
+int __openat64_2(int dirfd, const char* path, int flags);
+}
+
+WALFS_EXPORT int __open_2(const char* path, int flags) {
+  auto* real_fn = WALFS_REAL(__open_2);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Opened(real_fn(path, flags), flags);
+}
+
+WALFS_EXPORT int __open64_2(const char* path, int flags) {
+  auto* real_fn = WALFS_REAL(__open64_2);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Opened(real_fn(path, flags), flags);
+}
+
+WALFS_EXPORT int __openat_2(int dirfd, const char* path, int flags) {
+  auto* real_fn = WALFS_REAL(__openat_2);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Opened(real_fn(dirfd, path, flags), flags);
+}
+
+WALFS_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
+  auto* real_fn = WALFS_REAL(__openat64_2);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Opened(real_fn(dirfd, path, flags), flags);
+}
+
+WALFS_EXPORT int creat(const char* path, mode_t mode) {
+  auto* real_fn = WALFS_REAL(creat);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Opened(real_fn(path, mode), O_CREAT | O_WRONLY | O_TRUNC);
+}
+
+WALFS_EXPORT int creat64(const char* path, mode_t mode) {
+  auto* real_fn = WALFS_REAL(creat64);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Opened(real_fn(path, mode), O_CREAT | O_WRONLY | O_TRUNC);
+}
+
+// ---- writes ---------------------------------------------------------------------------
+
+WALFS_EXPORT ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) {
+  const struct iovec iov = {const_cast<void*>(buf), count};
+  return walfs::direct::Pwritev(fd, &iov, 1, offset, 0, [&]() -> ssize_t {
+    WALFS_CALL_REAL(pwrite, fd, buf, count, offset);
+  });
+}
+
+WALFS_EXPORT ssize_t pwrite64(int fd, const void* buf, size_t count, off64_t offset) {
+  const struct iovec iov = {const_cast<void*>(buf), count};
+  return walfs::direct::Pwritev(fd, &iov, 1, offset, 0, [&]() -> ssize_t {
+    WALFS_CALL_REAL(pwrite64, fd, buf, count, offset);
+  });
+}
+
+WALFS_EXPORT ssize_t pwritev(int fd, const struct iovec* iov, int iovcnt, off_t offset) {
+  return walfs::direct::Pwritev(fd, iov, iovcnt, offset, 0, [&]() -> ssize_t {
+    WALFS_CALL_REAL(pwritev, fd, iov, iovcnt, offset);
+  });
+}
+
+WALFS_EXPORT ssize_t pwritev64(int fd, const struct iovec* iov, int iovcnt, off64_t offset) {
+  return walfs::direct::Pwritev(fd, iov, iovcnt, offset, 0, [&]() -> ssize_t {
+    WALFS_CALL_REAL(pwritev64, fd, iov, iovcnt, offset);
+  });
+}
+
+WALFS_EXPORT ssize_t pwritev2(int fd, const struct iovec* iov, int iovcnt, off_t offset,
+                              int flags) {
+  return walfs::direct::Pwritev(fd, iov, iovcnt, offset, flags, [&]() -> ssize_t {
+    WALFS_CALL_REAL(pwritev2, fd, iov, iovcnt, offset, flags);
+  });
+}
+
+WALFS_EXPORT ssize_t pwritev64v2(int fd, const struct iovec* iov, int iovcnt, off64_t offset,
+                                 int flags) {
+  return walfs::direct::Pwritev(fd, iov, iovcnt, offset, flags, [&]() -> ssize_t {
+    WALFS_CALL_REAL(pwritev64v2, fd, iov, iovcnt, offset, flags);
+  });
+}
+
+// write(2) keeps the kernel's shared file offset: it always goes to the kernel.
+WALFS_EXPORT ssize_t write(int fd, const void* buf, size_t count) {
+  WALFS_CALL_REAL(write, fd, buf, count);
+}
+
+// ---- durability -----------------------------------------------------------------------
+
+// A leased descriptor's direct stores were durable on return, and FUSE writes in pmem
+// mode are durable at their reply: there is nothing to sync.
+WALFS_EXPORT int fsync(int fd) {
+  if (g_table.IsTracked(fd)) return 0;
+  WALFS_CALL_REAL(fsync, fd);
+}
+
+WALFS_EXPORT int fdatasync(int fd) {
+  if (g_table.IsTracked(fd)) return 0;
+  WALFS_CALL_REAL(fdatasync, fd);
+}
+
+// ---- descriptor lifetime --------------------------------------------------------------
+
+// The pool descriptors are the library's, not the application's: a close of one by
+// number fails as it would have without us (EBADF), and ranges skip them.
+WALFS_EXPORT int close(int fd) {
+  if (g_table.IsTracked(fd)) g_table.Untrack(fd);
+  if (g_pools.IsPoolFd(fd)) return errno = EBADF, -1;
+  WALFS_CALL_REAL(close, fd);
+}
+
+WALFS_EXPORT int close_range(unsigned int first, unsigned int last, int flags) noexcept {
+  if ((flags & CLOSE_RANGE_CLOEXEC) == 0) g_table.UntrackRange(first, last);
+  auto* real_fn = WALFS_REAL(close_range);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return CloseRangeAroundPools(g_pools, first, last, flags,
+                               [&](unsigned a, unsigned b) { return real_fn(a, b, flags); });
+}
+
+WALFS_EXPORT void closefrom(int lowfd) noexcept {
+  if (lowfd < 0) lowfd = 0;
+  g_table.UntrackRange(static_cast<unsigned>(lowfd), UINT_MAX);
+  int pool_fds[PoolFiles::kMaxPools];
+  if (g_pools.PoolFdsIn(static_cast<unsigned>(lowfd), UINT_MAX, pool_fds) == 0) {
+    auto* real_fn = WALFS_REAL(closefrom);
+    if (real_fn != nullptr) real_fn(lowfd);
+    return;
+  }
+  auto* range_fn = WALFS_REAL(close_range);
+  if (range_fn == nullptr) return;
+  CloseRangeAroundPools(g_pools, static_cast<unsigned>(lowfd), UINT_MAX, 0,
+                        [&](unsigned a, unsigned b) { return range_fn(a, b, 0); });
+}
+
+WALFS_EXPORT int dup2(int oldfd, int newfd) noexcept {
+  if (oldfd != newfd) {
+    if (g_table.IsTracked(newfd)) g_table.Untrack(newfd);
+    g_pools.MoveAside(newfd);
+  }
+  WALFS_CALL_REAL(dup2, oldfd, newfd);
+}
+
+WALFS_EXPORT int dup3(int oldfd, int newfd, int flags) noexcept {
+  if (oldfd != newfd) {
+    if (g_table.IsTracked(newfd)) g_table.Untrack(newfd);
+    g_pools.MoveAside(newfd);
+  }
+  WALFS_CALL_REAL(dup3, oldfd, newfd, flags);
+}
+
+WALFS_EXPORT int dup(int oldfd) noexcept {
+  auto* real_fn = WALFS_REAL(dup);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Created(real_fn(oldfd));
+}
+
+// The argument is an int or a pointer depending on cmd; a long carries either in the
+// same register of the x86-64 and aarch64 calling conventions.
+WALFS_EXPORT int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  const long arg = va_arg(ap, long);
+  va_end(ap);
+  // An O_APPEND set later would make the kernel ignore pwrite's offset: stop direct
+  // stores before it takes effect.
+  if (cmd == F_SETFL && (arg & O_APPEND) != 0 && g_table.IsTracked(fd)) g_table.Untrack(fd);
+  auto* real_fn = WALFS_REAL(fcntl);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  const int result = real_fn(fd, cmd, arg);
+  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return Created(result);
+  return result;
+}
+
+extern "C" int fcntl64(int fd, int cmd, ...);
+WALFS_EXPORT int fcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  const long arg = va_arg(ap, long);
+  va_end(ap);
+  if (cmd == F_SETFL && (arg & O_APPEND) != 0 && g_table.IsTracked(fd)) g_table.Untrack(fd);
+  auto* real_fn = WALFS_REAL(fcntl64);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  const int result = real_fn(fd, cmd, arg);
+  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return Created(result);
+  return result;
+}
+
+// The stream will close fd inside libc (fclose), where we cannot see it.
+WALFS_EXPORT FILE* fdopen(int fd, const char* mode) noexcept {
+  if (g_table.IsTracked(fd)) g_table.Untrack(fd);
+  auto* real_fn = WALFS_REAL(fdopen);
+  if (real_fn == nullptr) return errno = ENOSYS, nullptr;
+  return real_fn(fd, mode);
+}
+
+WALFS_EXPORT long syscall(long number, ...) noexcept {
+  va_list ap;
+  va_start(ap, number);
+  long a[6];
+  for (long& x : a) x = va_arg(ap, long);
+  va_end(ap);
+  auto* real_fn = WALFS_REAL(syscall);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  switch (number) {
+    case SYS_close:
+      if (g_table.IsTracked(static_cast<int>(a[0]))) g_table.Untrack(static_cast<int>(a[0]));
+      if (g_pools.IsPoolFd(static_cast<int>(a[0]))) return errno = EBADF, -1;
+      break;
+    case SYS_close_range:
+      if ((a[2] & CLOSE_RANGE_CLOEXEC) == 0) {
+        g_table.UntrackRange(static_cast<unsigned>(a[0]), static_cast<unsigned>(a[1]));
+      }
+      return CloseRangeAroundPools(
+          g_pools, static_cast<unsigned>(a[0]), static_cast<unsigned>(a[1]), static_cast<int>(a[2]),
+          [&](unsigned b, unsigned e) { return static_cast<int>(real_fn(number, b, e, a[2])); });
+#ifdef SYS_dup2
+    case SYS_dup2:
+#endif
+    case SYS_dup3:
+      if (a[0] != a[1]) {
+        if (g_table.IsTracked(static_cast<int>(a[1]))) g_table.Untrack(static_cast<int>(a[1]));
+        g_pools.MoveAside(static_cast<int>(a[1]));
+      }
+      break;
+    default:
+      break;
+  }
+  return real_fn(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+// ---- other descriptor-creating calls: collision checks --------------------------------
+
+WALFS_EXPORT int pipe(int fds[2]) noexcept {
+  auto* real_fn = WALFS_REAL(pipe);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  const int r = real_fn(fds);
+  if (r == 0) {
+    Created(fds[0]);
+    Created(fds[1]);
+  }
+  return r;
+}
+
+WALFS_EXPORT int pipe2(int fds[2], int flags) noexcept {
+  auto* real_fn = WALFS_REAL(pipe2);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  const int r = real_fn(fds, flags);
+  if (r == 0) {
+    Created(fds[0]);
+    Created(fds[1]);
+  }
+  return r;
+}
+
+WALFS_EXPORT int socket(int domain, int type, int protocol) noexcept {
+  auto* real_fn = WALFS_REAL(socket);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Created(real_fn(domain, type, protocol));
+}
+
+WALFS_EXPORT int socketpair(int domain, int type, int protocol, int fds[2]) noexcept {
+  auto* real_fn = WALFS_REAL(socketpair);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  const int r = real_fn(domain, type, protocol, fds);
+  if (r == 0) {
+    Created(fds[0]);
+    Created(fds[1]);
+  }
+  return r;
+}
+
+WALFS_EXPORT int accept(int fd, struct sockaddr* addr, socklen_t* len) {
+  auto* real_fn = WALFS_REAL(accept);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Created(real_fn(fd, addr, len));
+}
+
+WALFS_EXPORT int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
+  auto* real_fn = WALFS_REAL(accept4);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Created(real_fn(fd, addr, len, flags));
+}
+
+WALFS_EXPORT int memfd_create(const char* name, unsigned int flags) noexcept {
+  auto* real_fn = WALFS_REAL(memfd_create);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Created(real_fn(name, flags));
+}
+
+WALFS_EXPORT int eventfd(unsigned int count, int flags) noexcept {
+  auto* real_fn = WALFS_REAL(eventfd);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  return Created(real_fn(count, flags));
+}

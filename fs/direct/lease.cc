@@ -1,0 +1,130 @@
+// The lease decision at open, and validation of the daemon's reply.
+#include "fs/direct/lease.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "fs/direct/mounts.h"
+#include "fs/direct/switches.h"
+
+namespace walfs::direct {
+namespace {
+
+bool IsAbsolutePath(const char* path) {
+  return memchr(path, '\0', lease::kPathBytes) != nullptr && path[0] == '/';
+}
+
+int FstatCall(int fd, struct stat* st) { return fstat(fd, st); }
+
+MountCache& ProcessMounts() {
+  static constinit MountCache cache;
+  return cache;
+}
+
+bool IsWalfsMount(dev_t dev) { return ProcessMounts().IsWalfs(dev); }
+
+int IoctlLease(int fd, lease::Reply* reply) {
+  return ioctl(fd, lease::kIoctlLease, reply) == 0 ? 0 : -errno;
+}
+
+}  // namespace
+
+const char* ValidateReply(const lease::Reply& r) {
+  if (r.magic != lease::kMagic) return "bad magic";
+  if (r.version != lease::kVersion) return "unknown version";
+  if (r.mode != lease::kModePmem) return "unknown mode";
+  if ((r.flags & ~lease::kFlagImage) != 0) return "unknown flags";
+  if (r.run_count == 0 || r.run_count > lease::kMaxRuns) return "run_count out of range";
+  if (r.leased_size == 0) return "empty lease";
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (r.block_size == 0 || (r.block_size & (r.block_size - 1)) != 0 ||
+      r.block_size % page != 0) {
+    return "block_size is not a power-of-two multiple of the page size";
+  }
+  uint64_t covered = 0;
+  for (uint32_t i = 0; i < r.run_count; ++i) {
+    const lease::Run& run = r.runs[i];
+    if (run.file_offset != covered) return "runs are not contiguous from file offset 0";
+    if (run.length == 0) return "empty run";
+    if (run.pool_offset % r.block_size != 0 || run.length % r.block_size != 0) {
+      return "run not block-aligned";
+    }
+    if (run.pool_offset > UINT64_MAX - run.length || run.file_offset > UINT64_MAX - run.length ||
+        run.pool_offset + run.length > static_cast<uint64_t>(INT64_MAX)) {
+      return "run overflows";
+    }
+    if (run.file_offset >= r.leased_size) return "run past leased_size";
+    covered += run.length;
+  }
+  if (covered < r.leased_size) return "runs do not cover leased_size";
+  if (r.uuid_offset > static_cast<uint64_t>(INT64_MAX) - 16) return "uuid_offset overflows";
+  if (!IsAbsolutePath(r.pool_path)) return "pool_path not absolute and NUL-terminated";
+  if ((r.flags & lease::kFlagImage) != 0) {
+    if (!IsAbsolutePath(r.image_path)) return "image_path not absolute and NUL-terminated";
+  } else if (r.image_path[0] != '\0') {
+    return "image_path set without kFlagImage";
+  }
+  return nullptr;
+}
+
+bool WantsLease(int flags) {
+  const int access = flags & O_ACCMODE;
+  return (access == O_WRONLY || access == O_RDWR) && (flags & (O_APPEND | O_PATH)) == 0;
+}
+
+const LeaseSources& ProductionLeaseSources() {
+  static constexpr LeaseSources kSources = {
+      .fstat = FstatCall,
+      .is_walfs = IsWalfsMount,
+      .ioctl_lease = IoctlLease,
+  };
+  return kSources;
+}
+
+LeaseOutcome LeaseForOpen(int fd, int flags, const LeaseSources& sources, FdTable& table,
+                          PoolFiles& pools) {
+  if (!WantsLease(flags) || fd < 0 || fd >= FdTable::kFdBound) return LeaseOutcome::kNotWanted;
+  const int saved_errno = errno;
+  struct stat st;
+  LeaseOutcome outcome = LeaseOutcome::kNotWalfs;
+  if (sources.fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && sources.is_walfs(st.st_dev)) {
+    // 8.9 KB: on the stack rather than the heap, as open() may run anywhere.
+    lease::Reply reply;
+    memset(&reply, 0, sizeof(reply));
+    const int err = sources.ioctl_lease(fd, &reply);
+    const char* invalid = err == 0 ? ValidateReply(reply) : nullptr;
+    if (err != 0) {
+      outcome = LeaseOutcome::kIoctlFailed;
+      DebugLog("fd %d: no lease: ioctl: %s", fd, strerror(-err));
+    } else if (invalid != nullptr) {
+      outcome = LeaseOutcome::kInvalid;
+      DebugLog("fd %d: no lease: invalid reply: %s", fd, invalid);
+    } else {
+      LeaseMapping mapping;
+      const char* reason = "";
+      const int map_err = MapLease(reply, static_cast<uint64_t>(st.st_dev),
+                                   static_cast<uint64_t>(st.st_ino), pools, &mapping, &reason);
+      if (map_err != 0) {
+        outcome = LeaseOutcome::kMapFailed;
+        DebugLog("fd %d: no lease: %s (%s): %s", fd, reason, reply.pool_path, strerror(-map_err));
+      } else if (!table.Track(fd, mapping)) {
+        UnmapLease(mapping);
+        outcome = LeaseOutcome::kTableFull;
+        DebugLog("fd %d: no lease: fd table entry unavailable", fd);
+      } else {
+        outcome = LeaseOutcome::kGranted;
+        DebugLog("fd %d: lease granted: walfs inode %llu, %llu bytes in %u run(s) of %s%s", fd,
+                 static_cast<unsigned long long>(reply.ino),
+                 static_cast<unsigned long long>(reply.leased_size), reply.run_count,
+                 reply.pool_path, (reply.flags & lease::kFlagImage) ? " (+ power-cut image)" : "");
+      }
+    }
+  }
+  errno = saved_errno;
+  return outcome;
+}
+
+}  // namespace walfs::direct

@@ -136,6 +136,9 @@ pg_mkpool() {
   shift 2
   [ "$WALFS_TEST_NO_MOUNT" = 1 ] && return 0
   on_exit "rm -f '$pool'"
+  # Direct access: the server opens the pool itself, so (as in the packaged setup) the
+  # pool belongs to the user it runs as.
+  if [ "$WALFS_PG_DIRECT" = 1 ]; then set -- --owner postgres:postgres "$@"; fi
   make_pool "$pool" $((mib << 20)) "$@" || fail "mkfs.walfs --size $((mib << 20)) $* $pool failed"
 }
 

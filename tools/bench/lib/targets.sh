@@ -55,7 +55,9 @@ _walfs_up() {
   fi
   rm -f "$pool"
   on_exit "rm -f '$pool'"
-  if ! make_pool "$pool" "$POOL_SIZE"; then
+  # The pool belongs to postgres, as in the packaged setup: a direct-access server opens
+  # it itself.
+  if ! make_pool "$pool" "$POOL_SIZE" --owner postgres:postgres; then
     TARGET_SKIP[$name]="mkfs.walfs --size $POOL_SIZE $pool failed"
     return 0
   fi

@@ -57,6 +57,12 @@ inline constexpr uint64_t kDefaultSegmentSize = 16ULL << 20;
 inline constexpr uint32_t kMaxNameLength = 255;
 inline constexpr uint64_t kRootInode = 1;
 
+// The byte range of the pool file that direct-access clients read-lock (OFD lock) while
+// they map any part of the pool; see core/pool_clients.h. A lock, not data: the bytes
+// are the superblock's as usual.
+inline constexpr int64_t kClientLockOffset = 0;
+inline constexpr int64_t kClientLockLength = 1;
+
 struct Superblock {
   uint64_t magic;
   uint32_t version;

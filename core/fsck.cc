@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/crc32c.h"
+#include "core/pool_clients.h"
 #include "core/status.h"
 
 namespace walfs::core {
@@ -1164,6 +1165,14 @@ absl::StatusOr<std::unique_ptr<PoolClaim>> PoolClaim::Acquire(const std::string&
           "pool ", path, " is in use (a running walfs daemon or another tool holds it)"));
     }
     return PosixError(absl::StrCat("cannot lock pool ", path), e);
+  }
+  if (exclusive) {
+    // Rewriting a pool under a direct-access client could free blocks it still stores
+    // into (core/pool_clients.h).
+    if (absl::Status s = CheckNoDirectClients(path); !s.ok()) {
+      close(fd);
+      return absl::UnavailableError(s.message());
+    }
   }
   return std::unique_ptr<PoolClaim>(new PoolClaim(fd));
 }

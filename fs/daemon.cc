@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/persistent_region.h"
+#include "core/pool_clients.h"
 #include "core/power_cut_region.h"
 #include "core/wal_directory.h"
 #include "fs/daemonize.h"
@@ -128,7 +129,7 @@ int RunDaemon(const Options& options) {
 
   // Clients that a previous daemon leased files to may still store into the pool; they
   // must be gone before orphans are reclaimed (fs/lease_protocol.h).
-  if (absl::Status s = CheckNoDirectClients(options.pool); !s.ok()) {
+  if (absl::Status s = core::CheckNoDirectClients(options.pool); !s.ok()) {
     Log(LOG_ERR, "%s", std::string(s.message()).c_str());
     return 1;
   }

@@ -51,6 +51,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/format.h"
+
 namespace walfs::lease {
 
 inline constexpr uint32_t kMagic = 0x4c534657;  // "WFSL" little-endian
@@ -65,9 +67,10 @@ inline constexpr uint32_t kModePmem = 1;
 inline constexpr uint32_t kFlagImage = 1u << 0;  // power-cut simulation, see above
 
 // The byte range of the pool file a client read-locks (F_OFD_SETLK, F_RDLCK) for as long
-// as it maps any part of the pool; the daemon tests it with F_OFD_GETLK/F_WRLCK at start.
-inline constexpr int64_t kClientLockOffset = 0;
-inline constexpr int64_t kClientLockLength = 1;
+// as it maps any part of the pool; the daemon, mkfs.walfs --force and fsck.walfs --repair
+// test it with F_OFD_GETLK/F_WRLCK (core/pool_clients.h) and refuse the pool while held.
+inline constexpr int64_t kClientLockOffset = core::format::kClientLockOffset;
+inline constexpr int64_t kClientLockLength = core::format::kClientLockLength;
 
 // Pool bytes [pool_offset, pool_offset + length) hold file bytes
 // [file_offset, file_offset + length). pool_offset and length are multiples of the pool

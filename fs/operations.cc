@@ -470,6 +470,12 @@ void WalfsIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
     refuse(EINVAL);  // where an append lands is decided at EOF, by the daemon
     return;
   }
+  if (server.config().page_cache) {
+    // Without direct_io the kernel caches file pages that a client's stores into the
+    // pool would never update (the page_cache benchmark experiment).
+    refuse(EOPNOTSUPP);
+    return;
+  }
   std::lock_guard<std::mutex> l(handle->lease_mu);
   core::WalDirectory& dir = server.dir();
   absl::StatusOr<core::Lease> lease = dir.AcquireLease(ino, /*renew=*/handle->leased);

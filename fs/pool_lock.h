@@ -13,14 +13,6 @@
 
 namespace walfs::fs {
 
-// Fails with FailedPrecondition naming the processes (pid and command) when a
-// direct-access client still holds the pool: an OFD read lock on the range
-// fs/lease_protocol.h reserves, which every client holds while it maps part of the pool.
-// Such a client may still store into blocks that opening the pool would reclaim (a
-// leased file unlinked while open is an orphan), so the daemon must not open it until
-// they are gone.
-absl::Status CheckNoDirectClients(const std::string& path);
-
 class PoolLock {
  public:
   // Locks `path` with LOCK_EX|LOCK_NB. Fails with Unavailable "pool X is in use by

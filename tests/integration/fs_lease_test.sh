@@ -11,6 +11,7 @@
 #    status shows it active;
 #  - release sets mtime;
 #  - a daemon will not mount a pool while a client holds its lock, and names the holder;
+#    neither fsck --repair nor mkfs --force touch it then;
 #  - fsck is clean at the end.
 source "$(dirname "$0")/lib/common.sh"
 
@@ -128,6 +129,12 @@ out=$("$WALFS" "$POOL" "$M" -f 2>&1) && fail "walfs mounted a pool a client stil
 [[ "$out" == *"still mapped by direct-access clients"*"pid $hold_pid (walfs_lease_pro"* ]] ||
   fail "refusal does not name the holder (pid $hold_pid): $out"
 ! mountpoint -q "$M" || fail "mounted anyway"
+# Neither may a repair or a new mkfs rewrite the pool under it.
+out=$("$FSCK" --repair "$POOL" 2>&1) && fail "fsck --repair ran on a pool a client holds"
+[[ "$out" == *"still mapped by direct-access clients"* ]] || fail "fsck --repair: $out"
+out=$("$MKFS" --force --size 256M "$POOL" 2>&1) && fail "mkfs --force ran on a pool a client holds"
+[[ "$out" == *"still mapped by direct-access clients"* ]] || fail "mkfs --force: $out"
+"$FSCK" "$POOL" >/dev/null || fail "a read-only fsck is refused while a client holds the pool"
 exec {HOLD2[1]}>&-
 wait "$hold_pid" 2>/dev/null || true  # its FUSE file is gone with the daemon
 mount_walfs "$POOL" "$M"

@@ -84,6 +84,8 @@ run_mode() {
   pool=$PG_POOL
   grep -q 'POWER-CUT SIMULATION is on' "$WALFS_LOG" ||
     { cat "$WALFS_LOG" >&2; fail "the daemon did not report power-cut simulation"; }
+  # With direct access the servers' stores go to the shared written image and the pool.
+  pg_direct_bypass "$w" 200
 
   for ((cycle = 1; cycle <= CYCLES; cycle++)); do
     delay_ms=$((RANDOM % CUT_SPAN_MS))

@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# Direct access end to end: libwalfs-direct.so preloaded into a small client, against the
+# real daemon on a real mount. The lease rules as a client meets them:
+#  - writes inside the lease reach the pool without a FUSE WRITE and read back through
+#    the mount at once; release sets mtime; the lease ends when the file is closed;
+#  - while a client keeps writing: truncate from another process fails (ETXTBSY); unlink
+#    and rename-over leave the client writing into the orphan, no other file changes, and
+#    the blocks come back only when it closes;
+#  - two processes leasing one file both write, and see each other's bytes;
+#  - a client killed in the middle of writing: its lease ends, fsck is clean;
+#  - a tracked descriptor number reused for a pipe after a close the library did not see
+#    (raw system calls): nothing goes to the pool, the pipe gets what the kernel says;
+#  - a client that cannot open the pool (another user) falls back to FUSE, no error;
+#  - msync mode: the daemon refuses leases, every write goes through FUSE, no error.
+source "$(dirname "$0")/lib/common.sh"
+
+require_fuse
+LIB=$WALFS_BUILD_DIR/fs/direct/libwalfs-direct.so
+[ -f "$LIB" ] || fail "direct-access library not built: $LIB"
+command -v cc >/dev/null || skip "no C compiler for the test client (cc)"
+id nobody >/dev/null 2>&1 || skip "no user nobody"
+reexec_in_mount_namespace "$@"
+
+WORK=$(make_workdir)
+CLIENT=$WORK/dclient
+cc -O1 -o "$CLIENT" -x c - <<'EOF' || fail "cannot build the test client"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static int err(const char *what) { printf("%s %s\n", what, strerrorname_np(errno)); return 1; }
+/* A system call the preloaded library cannot see (not through libc). */
+static long raw(long n, long a, long b) {
+#if defined(__x86_64__)
+  long r;
+  __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b) : "rcx", "r11", "memory");
+  return r;
+#else
+  (void)n; (void)a; (void)b;
+  return -ENOSYS;
+#endif
+}
+static int put(int fd, long off, long len, char c) {
+  char *buf = malloc(len);
+  memset(buf, c, len);
+  ssize_t n = pwrite(fd, buf, len, off);
+  free(buf);
+  if (n != len) return err("pwrite");
+  if (fdatasync(fd) != 0) return err("fdatasync");
+  return 0;
+}
+int main(int argc, char **argv) {
+  if (argc < 3) return 2;
+  const char *cmd = argv[1], *path = argv[2];
+  if (!strcmp(cmd, "write") && argc == 7) {  /* write FILE OFF LEN CHAR COUNT */
+    int fd = open(path, O_RDWR);
+    if (fd < 0) return err("open");
+    long off = atol(argv[3]), len = atol(argv[4]), count = atol(argv[6]);
+    for (long i = 0; i < count; i++)
+      if (put(fd, off + i * len, len, argv[5][0])) return 1;
+    return close(fd) == 0 ? 0 : err("close");
+  }
+  if (!strcmp(cmd, "session")) {  /* session FILE: "OFF LEN CHAR" per stdin line */
+    int fd = open(path, O_RDWR);
+    if (fd < 0) return err("open");
+    printf("open\n");
+    fflush(stdout);
+    long off, len;
+    char c;
+    while (scanf("%ld %ld %c", &off, &len, &c) == 3) {
+      if (put(fd, off, len, c) == 0) printf("ok\n");
+      fflush(stdout);
+    }
+    return close(fd) == 0 ? 0 : err("close");
+  }
+  if (!strcmp(cmd, "spin")) {  /* spin FILE: 1 MiB writes over the first 16 MiB, forever */
+    int fd = open(path, O_RDWR);
+    if (fd < 0) return err("open");
+    printf("open\n");
+    fflush(stdout);
+    for (long i = 0;; i++)
+      if (put(fd, (i % 16) << 20, 1 << 20, 'a' + i % 26)) return 1;
+  }
+  if (!strcmp(cmd, "reuse") && argc == 4) {  /* reuse FILE libc|raw */
+    int fd = open(path, O_RDWR);
+    if (fd < 0) return err("open");
+    if (raw(SYS_close, fd, 0) != 0) { printf("raw close failed\n"); return 1; }
+    int p[2];
+    if (!strcmp(argv[3], "raw")) {
+      /* The pipe is made behind the library's back too: only its per-write check remains. */
+      long r = raw(SYS_pipe2, (long)p, 0);
+      if (r != 0) { errno = -r; return err("pipe2"); }
+    } else if (pipe(p) != 0) {
+      return err("pipe");
+    }
+    if (p[0] != fd) { printf("pipe got %d, not %d\n", p[0], fd); return 1; }
+    /* fd is now the pipe's read end: the kernel refuses a pwrite on it. */
+    char buf[8192];
+    memset(buf, 'X', sizeof(buf));
+    if (pwrite(fd, buf, sizeof(buf), 0) >= 0) { printf("pwrite on the pipe succeeded\n"); return 1; }
+    printf("pwrite %s\n", strerrorname_np(errno));
+    if (fdatasync(fd) == 0) { printf("fdatasync on the pipe succeeded\n"); return 1; }
+    printf("fdatasync %s\n", strerrorname_np(errno));
+    return 0;
+  }
+  return 2;
+}
+EOF
+
+SHM=$(mktemp -d /dev/shm/walfs-test.XXXXXX)
+on_exit "rm -rf '$SHM'"
+SEG=000000010000000000000001
+
+status_field() {
+  python3 -c 'import json, os, sys
+print(json.loads(os.getxattr(sys.argv[1], "user.walfs.status"))[sys.argv[2]])' "$1" "$2"
+}
+direct() { LD_PRELOAD=$LIB "$CLIENT" "$@"; }
+# wait_field MOUNT KEY VALUE: the status field reaches VALUE within 5 s.
+wait_field() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [ "$(status_field "$1" "$2")" = "$3" ] && return 0
+    sleep 0.05
+  done
+  fail "status $2 is $(status_field "$1" "$2"), expected $3"
+}
+# expect_bytes FILE OFF LEN CHAR: LEN bytes at OFF of FILE are all CHAR.
+expect_bytes() {
+  cmp <(dd if="$1" bs=4096 skip=$(($2 / 4096)) count=$(($3 / 4096)) status=none) \
+    <(head -c "$3" /dev/zero | tr '\0' "$4") || fail "$1: [$2, +$3) is not all '$4'"
+}
+new_segment() { dd if=/dev/zero of="$1" bs=1M count=16 status=none; }
+
+POOL=$SHM/pool
+M=$WORK/mnt
+make_pool "$POOL" 256M
+PMEM_IS_PMEM_FORCE=1 mount_walfs "$POOL" "$M" -o allow_other,default_permissions
+on_failure "cat '$WALFS_LOG'"
+
+log "direct writes bypass FUSE and read back at once"
+new_segment "$M/$SEG"
+writes0=$(status_field "$M" writes)
+mtime0=$(stat -c %y "$M/$SEG")
+sleep 1.1
+direct write "$M/$SEG" 0 8192 p 64 || fail "direct write"
+[ "$(status_field "$M" writes)" = "$writes0" ] || fail "direct writes went through FUSE"
+[ "$(status_field "$M" leases_granted)" = 1 ] || fail "no lease granted"
+wait_field "$M" leases_active 0
+expect_bytes "$M/$SEG" 0 $((64 * 8192)) p
+expect_bytes "$M/$SEG" $((64 * 8192)) 8192 '\0'
+[ "$(stat -c %y "$M/$SEG")" != "$mtime0" ] || fail "mtime not updated when the lease ended"
+# Without the library the same writes are FUSE WRITEs.
+"$CLIENT" write "$M/$SEG" 0 8192 q 4 || fail "plain write"
+(($(status_field "$M" writes) == writes0 + 4)) || fail "plain writes not counted as FUSE writes"
+
+log "truncate, unlink and rename-over while a client writes"
+coproc S1 { exec env LD_PRELOAD="$LIB" "$CLIENT" session "$M/$SEG"; }
+s1_pid=$S1_PID
+read -r line <&"${S1[0]}" && [ "$line" = open ] || fail "session: $line"
+echo "0 8192 r" >&"${S1[1]}"
+read -r line <&"${S1[0]}" && [ "$line" = ok ] || fail "session write: $line"
+out=$(truncate -s 4096 "$M/$SEG" 2>&1) && fail "truncate under a writing client succeeded"
+[[ "$out" == *"Text file busy"* ]] || fail "truncate: $out"
+new_segment "$M/other"
+"$CLIENT" write "$M/other" 0 8192 o 2048 || fail "write other"
+free_before=$(status_field "$M" free_blocks)
+mv "$M/other" "$M/$SEG"  # rename-over: the client's file is now an orphan
+echo "8192 8192 s" >&"${S1[1]}"
+read -r line <&"${S1[0]}" && [ "$line" = ok ] || fail "write after rename-over: $line"
+expect_bytes "$M/$SEG" 0 $((16 << 20)) o  # the new file is untouched
+[ "$(status_field "$M" free_blocks)" = "$free_before" ] || fail "orphan's blocks freed under the client"
+new_segment "$M/third"
+expect_bytes "$M/third" 0 $((16 << 20)) '\0'
+rm "$M/third"
+exec {S1[1]}>&-
+wait "$s1_pid" 2>/dev/null || true
+wait_field "$M" leases_active 0
+wait_field "$M" free_blocks $((free_before + 4096))
+log "second process and unlink"
+coproc S2 { exec env LD_PRELOAD="$LIB" "$CLIENT" session "$M/$SEG"; }
+s2_pid=$S2_PID
+read -r line <&"${S2[0]}" && [ "$line" = open ] || fail "session 2: $line"
+coproc S3 { exec env LD_PRELOAD="$LIB" "$CLIENT" session "$M/$SEG"; }
+s3_pid=$S3_PID
+read -r line <&"${S3[0]}" && [ "$line" = open ] || fail "session 3: $line"
+wait_field "$M" leases_active 2
+writes0=$(status_field "$M" writes)
+echo "0 4096 A" >&"${S2[1]}"
+read -r line <&"${S2[0]}" && [ "$line" = ok ] || fail "session 2 write: $line"
+echo "4096 4096 B" >&"${S3[1]}"
+read -r line <&"${S3[0]}" && [ "$line" = ok ] || fail "session 3 write: $line"
+[ "$(status_field "$M" writes)" = "$writes0" ] || fail "shared-file writes went through FUSE"
+expect_bytes "$M/$SEG" 0 4096 A
+expect_bytes "$M/$SEG" 4096 4096 B
+rm "$M/$SEG"
+echo "8192 4096 C" >&"${S2[1]}"
+read -r line <&"${S2[0]}" && [ "$line" = ok ] || fail "write after unlink: $line"
+exec {S2[1]}>&-
+wait "$s2_pid" 2>/dev/null || true
+wait_field "$M" leases_active 1
+free_mid=$(status_field "$M" free_blocks)
+exec {S3[1]}>&-
+wait "$s3_pid" 2>/dev/null || true
+wait_field "$M" leases_active 0
+wait_field "$M" free_blocks $((free_mid + 4096))
+
+log "a client killed while writing"
+new_segment "$M/$SEG"
+coproc SPIN { exec env LD_PRELOAD="$LIB" "$CLIENT" spin "$M/$SEG"; }
+spin_pid=$SPIN_PID
+read -r line <&"${SPIN[0]}" && [ "$line" = open ] || fail "spin: $line"
+sleep 0.5
+kill -9 "$spin_pid"
+wait "$spin_pid" 2>/dev/null || true
+wait_field "$M" leases_active 0
+truncate -s 0 "$M/$SEG" || fail "truncate after the killed client's lease ended"
+
+log "descriptor numbers reused behind the library's back"
+new_segment "$M/$SEG"
+for how in libc raw; do
+  out=$(direct reuse "$M/$SEG" "$how") || fail "reuse ($how): $out"
+  [ "$out" = $'pwrite ESPIPE\nfdatasync EINVAL' ] || fail "reuse ($how): $out"
+done
+expect_bytes "$M/$SEG" 0 $((16 << 20)) '\0'
+
+log "a client that cannot open the pool falls back"
+chmod 0666 "$M/$SEG"
+chmod 0777 "$M"
+granted=$(status_field "$M" leases_granted)
+writes0=$(status_field "$M" writes)
+out=$(setpriv --reuid nobody --regid nogroup --clear-groups env LD_PRELOAD="$LIB" \
+  "$CLIENT" write "$M/$SEG" 0 8192 n 8) || fail "client without the pool: $out"
+(($(status_field "$M" writes) == writes0 + 8)) || fail "fallback writes did not go through FUSE"
+(($(status_field "$M" leases_granted) == granted + 1)) || fail "the daemon did not grant the lease"
+expect_bytes "$M/$SEG" 0 $((8 * 8192)) n
+wait_field "$M" leases_active 0
+
+umount_walfs "$M"
+"$FSCK" "$POOL" >/dev/null || fail "fsck after the direct-access tests: $("$FSCK" "$POOL" 2>&1)"
+
+log "msync mode: no lease, every write through FUSE"
+POOL2=$WORK/pool-msync
+M2=$WORK/mnt-msync
+make_pool "$POOL2" 64M
+mount_walfs "$POOL2" "$M2"
+new_segment "$M2/$SEG"
+writes0=$(status_field "$M2" writes)
+direct write "$M2/$SEG" 0 8192 m 16 || fail "write in msync mode"
+(($(status_field "$M2" writes) == writes0 + 16)) || fail "msync-mode writes not through FUSE"
+[ "$(status_field "$M2" leases_refused)" = 1 ] || fail "msync mode did not refuse the lease"
+expect_bytes "$M2/$SEG" 0 $((16 * 8192)) m
+umount_walfs "$M2"
+"$FSCK" "$POOL2" >/dev/null || fail "fsck of the msync pool"
+
+log "fs_direct: all checks passed"

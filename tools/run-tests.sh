@@ -28,8 +28,8 @@ if [ "${WALFS_SANITIZE_RUN:-1}" = 1 ]; then
   rm -rf "$SAN_LOGS"
   mkdir -p "$SAN_LOGS"
   cmake -S . -B "$SAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_SANITIZE=ON
-  cmake --build "$SAN_DIR" -j"$JOBS" --target walfs_unit_tests walfs_crash_tests \
-    walfs mkfs_walfs fsck_walfs walfsctl
+  cmake --build "$SAN_DIR" -j"$JOBS" --target walfs_unit_tests walfs_direct_unit_tests \
+    walfs_crash_tests walfs mkfs_walfs fsck_walfs walfsctl
   san_status=0
   (cd "$SAN_DIR" &&
     export ASAN_OPTIONS="detect_leaks=1 log_path=$SAN_LOGS/asan" \

@@ -3,6 +3,8 @@
 # real daemon on a real mount. The lease rules as a client meets them:
 #  - writes inside the lease reach the pool without a FUSE WRITE and read back through
 #    the mount at once; release sets mtime; the lease ends when the file is closed;
+#    without the library, with WALFS_DIRECT=0, with write(2) and past the lease, writes
+#    are FUSE WRITEs; the pool is read-locked exactly while a client maps it;
 #  - while a client keeps writing: truncate from another process fails (ETXTBSY); unlink
 #    and rename-over leave the client writing into the orphan, no other file changes, and
 #    the blocks come back only when it closes;
@@ -64,6 +66,16 @@ int main(int argc, char **argv) {
       if (put(fd, off + i * len, len, argv[5][0])) return 1;
     return close(fd) == 0 ? 0 : err("close");
   }
+  if (!strcmp(cmd, "wseq") && argc == 5) {  /* wseq FILE LEN COUNT: write(2) from offset 0 */
+    int fd = open(path, O_RDWR);
+    if (fd < 0) return err("open");
+    long len = atol(argv[3]), count = atol(argv[4]);
+    char *buf = malloc(len);
+    memset(buf, 'w', len);
+    for (long i = 0; i < count; i++)
+      if (write(fd, buf, len) != len) return err("write");
+    return close(fd) == 0 ? 0 : err("close");
+  }
   if (!strcmp(cmd, "session")) {  /* session FILE: "OFF LEN CHAR" per stdin line */
     int fd = open(path, O_RDWR);
     if (fd < 0) return err("open");
@@ -120,6 +132,17 @@ status_field() {
 print(json.loads(os.getxattr(sys.argv[1], "user.walfs.status"))[sys.argv[2]])' "$1" "$2"
 }
 direct() { LD_PRELOAD=$LIB "$CLIENT" "$@"; }
+# pool_lock POOL: "locked" while a client holds the OFD read lock on the pool, else "free".
+pool_lock() {
+  python3 - "$1" <<'PY'
+import fcntl, os, struct, sys
+F_OFD_GETLK = 36
+fd = os.open(sys.argv[1], os.O_RDONLY)
+lk = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
+ltype = struct.unpack("hhqqi4x", fcntl.fcntl(fd, F_OFD_GETLK, lk))[0]
+print("free" if ltype == fcntl.F_UNLCK else "locked")
+PY
+}
 # wait_field MOUNT KEY VALUE: the status field reaches VALUE within 5 s.
 wait_field() {
   local i
@@ -135,6 +158,39 @@ expect_bytes() {
     <(head -c "$3" /dev/zero | tr '\0' "$4") || fail "$1: [$2, +$3) is not all '$4'"
 }
 new_segment() { dd if=/dev/zero of="$1" bs=1M count=16 status=none; }
+# session_start NAME CMD FILE: a preloaded client running CMD (session|spin) on FILE in
+# the background, talking through fifos; sets NAME_PID, NAME_IN, NAME_OUT (descriptors)
+# and waits for its "open".
+SESSION_FDS=()  # this shell's ends of every session's fifos
+session_start() {
+  local name=$1 cmd=$2 file=$3 in=$WORK/$1.in out=$WORK/$1.out fdin fdout line fd
+  mkfifo "$in" "$out"
+  # The new client must not inherit the other sessions' ends: an inherited write end of
+  # another session's input would keep that session from ever seeing EOF.
+  (
+    for fd in "${SESSION_FDS[@]}"; do eval "exec $fd>&-"; done
+    exec env LD_PRELOAD="$LIB" "$CLIENT" "$cmd" "$file" <"$in" >"$out"
+  ) &
+  printf -v "${name}_PID" %s $!
+  exec {fdin}>"$in" {fdout}<"$out"
+  SESSION_FDS+=("$fdin" "$fdout")
+  printf -v "${name}_IN" %s "$fdin"
+  printf -v "${name}_OUT" %s "$fdout"
+  read -r line <&"$fdout" && [ "$line" = open ] || fail "session $name: $line"
+}
+# session_write NAME "OFF LEN CHAR": one pwrite + fdatasync by the session, which must
+# answer ok.
+session_write() {
+  local in=${1}_IN out=${1}_OUT line
+  echo "$2" >&"${!in}"
+  read -r line <&"${!out}" && [ "$line" = ok ] || fail "session $1 write $2: $line"
+}
+# session_end NAME: closes its input; it closes the file and exits.
+session_end() {
+  local in=${1}_IN pid=${1}_PID
+  eval "exec ${!in}>&-"
+  wait "${!pid}" 2>/dev/null || true
+}
 
 POOL=$SHM/pool
 M=$WORK/mnt
@@ -154,69 +210,66 @@ wait_field "$M" leases_active 0
 expect_bytes "$M/$SEG" 0 $((64 * 8192)) p
 expect_bytes "$M/$SEG" $((64 * 8192)) 8192 '\0'
 [ "$(stat -c %y "$M/$SEG")" != "$mtime0" ] || fail "mtime not updated when the lease ended"
-# Without the library the same writes are FUSE WRITEs.
+# Without the library, with WALFS_DIRECT=0, with write(2), and past the lease, writes are
+# FUSE WRITEs.
 "$CLIENT" write "$M/$SEG" 0 8192 q 4 || fail "plain write"
 (($(status_field "$M" writes) == writes0 + 4)) || fail "plain writes not counted as FUSE writes"
+WALFS_DIRECT=0 LD_PRELOAD=$LIB "$CLIENT" write "$M/$SEG" 0 8192 q 4 || fail "inert write"
+(($(status_field "$M" writes) == writes0 + 8)) || fail "WALFS_DIRECT=0 writes not through FUSE"
+direct wseq "$M/$SEG" 8192 4 || fail "write(2)"
+(($(status_field "$M" writes) == writes0 + 12)) || fail "write(2) not through FUSE"
+expect_bytes "$M/$SEG" 0 $((4 * 8192)) w
+direct write "$M/$SEG" $((16 << 20)) 8192 x 1 || fail "write past the lease"
+(($(status_field "$M" writes) == writes0 + 13)) || fail "a write past the lease not through FUSE"
+[ "$(stat -c %s "$M/$SEG")" = $(((16 << 20) + 8192)) ] || fail "size after a write past the lease"
+truncate -s $((16 << 20)) "$M/$SEG"
 
 log "truncate, unlink and rename-over while a client writes"
-coproc S1 { exec env LD_PRELOAD="$LIB" "$CLIENT" session "$M/$SEG"; }
-s1_pid=$S1_PID
-read -r line <&"${S1[0]}" && [ "$line" = open ] || fail "session: $line"
-echo "0 8192 r" >&"${S1[1]}"
-read -r line <&"${S1[0]}" && [ "$line" = ok ] || fail "session write: $line"
+session_start S1 session "$M/$SEG"
+session_write S1 "0 8192 r"
+[ "$(pool_lock "$POOL")" = locked ] || fail "the pool is not read-locked while a client maps it"
 out=$(truncate -s 4096 "$M/$SEG" 2>&1) && fail "truncate under a writing client succeeded"
 [[ "$out" == *"Text file busy"* ]] || fail "truncate: $out"
 new_segment "$M/other"
 "$CLIENT" write "$M/other" 0 8192 o 2048 || fail "write other"
 free_before=$(status_field "$M" free_blocks)
 mv "$M/other" "$M/$SEG"  # rename-over: the client's file is now an orphan
-echo "8192 8192 s" >&"${S1[1]}"
-read -r line <&"${S1[0]}" && [ "$line" = ok ] || fail "write after rename-over: $line"
+session_write S1 "8192 8192 s"
 expect_bytes "$M/$SEG" 0 $((16 << 20)) o  # the new file is untouched
 [ "$(status_field "$M" free_blocks)" = "$free_before" ] || fail "orphan's blocks freed under the client"
 new_segment "$M/third"
 expect_bytes "$M/third" 0 $((16 << 20)) '\0'
 rm "$M/third"
-exec {S1[1]}>&-
-wait "$s1_pid" 2>/dev/null || true
+session_end S1
 wait_field "$M" leases_active 0
 wait_field "$M" free_blocks $((free_before + 4096))
-log "second process and unlink"
-coproc S2 { exec env LD_PRELOAD="$LIB" "$CLIENT" session "$M/$SEG"; }
-s2_pid=$S2_PID
-read -r line <&"${S2[0]}" && [ "$line" = open ] || fail "session 2: $line"
-coproc S3 { exec env LD_PRELOAD="$LIB" "$CLIENT" session "$M/$SEG"; }
-s3_pid=$S3_PID
-read -r line <&"${S3[0]}" && [ "$line" = open ] || fail "session 3: $line"
+[ "$(pool_lock "$POOL")" = free ] || fail "the pool is still locked after the client closed"
+
+log "two processes lease one file; unlink under them"
+session_start S2 session "$M/$SEG"
+session_start S3 session "$M/$SEG"
 wait_field "$M" leases_active 2
 writes0=$(status_field "$M" writes)
-echo "0 4096 A" >&"${S2[1]}"
-read -r line <&"${S2[0]}" && [ "$line" = ok ] || fail "session 2 write: $line"
-echo "4096 4096 B" >&"${S3[1]}"
-read -r line <&"${S3[0]}" && [ "$line" = ok ] || fail "session 3 write: $line"
+session_write S2 "0 4096 A"
+session_write S3 "4096 4096 B"
 [ "$(status_field "$M" writes)" = "$writes0" ] || fail "shared-file writes went through FUSE"
 expect_bytes "$M/$SEG" 0 4096 A
 expect_bytes "$M/$SEG" 4096 4096 B
 rm "$M/$SEG"
-echo "8192 4096 C" >&"${S2[1]}"
-read -r line <&"${S2[0]}" && [ "$line" = ok ] || fail "write after unlink: $line"
-exec {S2[1]}>&-
-wait "$s2_pid" 2>/dev/null || true
+session_write S2 "8192 4096 C"
+session_end S2
 wait_field "$M" leases_active 1
 free_mid=$(status_field "$M" free_blocks)
-exec {S3[1]}>&-
-wait "$s3_pid" 2>/dev/null || true
+session_end S3
 wait_field "$M" leases_active 0
 wait_field "$M" free_blocks $((free_mid + 4096))
 
 log "a client killed while writing"
 new_segment "$M/$SEG"
-coproc SPIN { exec env LD_PRELOAD="$LIB" "$CLIENT" spin "$M/$SEG"; }
-spin_pid=$SPIN_PID
-read -r line <&"${SPIN[0]}" && [ "$line" = open ] || fail "spin: $line"
+session_start SPIN spin "$M/$SEG"
 sleep 0.5
-kill -9 "$spin_pid"
-wait "$spin_pid" 2>/dev/null || true
+kill -9 "$SPIN_PID"
+wait "$SPIN_PID" 2>/dev/null || true
 wait_field "$M" leases_active 0
 truncate -s 0 "$M/$SEG" || fail "truncate after the killed client's lease ended"
 

@@ -230,4 +230,26 @@ for mode in pmem msync; do
   log "[$mode] kill -9 recovery ok"
 done
 
+# --- allow_root and auto_unmount, accepted as sshfs accepts them (libfuse acts on both):
+# with allow_root only root and the daemon's user get in (the same uid 65534 that
+# allow_other lets in is refused); with auto_unmount, fusermount3 unmounts after kill -9.
+pool=$WORK/opts.pool
+make_pool "$pool" 64M
+if id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+  as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+  mount_walfs "$pool" "$MNT" -o allow_other
+  as_nobody ls "$MNT" >/dev/null || fail "allow_other did not let uid 65534 in"
+  umount_walfs "$MNT"
+  mount_walfs "$pool" "$MNT" -o allow_root
+  ls "$MNT" >/dev/null || fail "allow_root: root cannot enter"
+  if as_nobody ls "$MNT" >/dev/null 2>&1; then fail "allow_root let uid 65534 in"; fi
+  umount_walfs "$MNT"
+fi
+mount_walfs "$pool" "$MNT" -o auto_unmount
+kill -9 "$WALFS_PID"
+wait "$WALFS_PID" 2>/dev/null || true
+for ((i = 0; i < 200; i++)); do mountpoint -q "$MNT" || break; sleep 0.05; done
+! mountpoint -q "$MNT" || fail "auto_unmount left the mount in place after kill -9"
+log "allow_root and auto_unmount ok"
+
 log "fs_lifecycle: all checks passed"

@@ -528,15 +528,13 @@ int Run(int argc, char** argv) {
   bool json = false, prometheus = false, salvage = false;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":hV", kOptions, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, "hV", kOptions, nullptr)) != -1) {
     switch (c) {
       case kJson: json = true; break;
       case kPrometheus: prometheus = true; break;
       case kSalvage: salvage = true; break;
       case 'h': std::fputs(kUsage, stdout); return 0;
       case 'V': return PrintVersion(kProgram);
-      case ':':
-        return UsageError(absl::StrCat("option ", argv[optind - 1], " takes no value"));
       default: return UsageError(absl::StrCat("unknown option ", argv[optind - 1]));
     }
   }

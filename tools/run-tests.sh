@@ -16,7 +16,7 @@ Installs the dependencies (as root: tools/install-deps.sh, apt-get), builds walf
      (./build-asan), and the daemon under ThreadSanitizer with a concurrent load
      (./build-tsan);
   4. a 60 s libFuzzer run over pool open, recovery and fsck (./build-fuzz).
-All of it takes about 30 minutes on 2 cores; stage 1 alone about 20.
+All of it takes about 35 minutes on 2 cores, stage 2 about 5 of them.
 
   --quick          stage 1 only (the same as WALFS_BUILDFLAGS_RUN=0 WALFS_SANITIZE_RUN=0
                    WALFS_FUZZ_RUN=0)

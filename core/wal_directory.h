@@ -11,7 +11,7 @@
 // semantics: the kernel holds a reference for every open file); then its extents are
 // zeroed and it is freed. Orphans left by a crash are reclaimed by Open.
 //
-// Durability (see DESIGN.md and POSTGRES_CONTRACT.md §3):
+// Durability (README.md, "How it works"):
 //  - Every namespace change (create, mkdir, symlink, link, unlink, rmdir, rename,
 //    setattr, truncate, fallocate) is atomic across power failure and is durable when
 //    the call returns, in both modes.

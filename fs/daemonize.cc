@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "core/status.h"
+#include "fs/options.h"
 
 namespace walfs::fs {
 namespace {
@@ -43,7 +44,7 @@ absl::Status DetachStart() {
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) != 0) _exit(WEXITSTATUS(status));
-  _exit(1);
+  _exit(kExitMountFailure);  // the child died before it could say it had mounted
 }
 
 void DetachDone() {

@@ -1,8 +1,12 @@
-// Daemon logging to stderr (sd-daemon prefixes) or syslog(3).
+// Daemon logging to stderr (sd-daemon prefixes when it is the journal) or syslog(3).
 #include "fs/logging.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <fuse_lowlevel.h>
@@ -14,18 +18,37 @@ namespace {
 bool g_syslog = false;
 bool g_debug = false;
 
+// systemd sets JOURNAL_STREAM=DEVICE:INODE when it connects stdout/stderr to the journal
+// (systemd.exec(5)); stderr is the journal only if it is still that file.
+bool StderrIsJournal() {
+  const char* stream = getenv("JOURNAL_STREAM");
+  if (stream == nullptr) return false;
+  unsigned long long dev = 0, ino = 0;
+  if (sscanf(stream, "%llu:%llu", &dev, &ino) != 2) return false;
+  struct stat st;
+  if (fstat(STDERR_FILENO, &st) != 0) return false;
+  return static_cast<unsigned long long>(st.st_dev) == dev &&
+         static_cast<unsigned long long>(st.st_ino) == ino;
+}
+
 void VLog(int priority, const char* format, va_list args) {
   if (priority >= LOG_DEBUG && !g_debug) return;
   if (g_syslog) {
     vsyslog(priority, format, args);
     return;
   }
+  // Decided at the first line: stderr does not change while the daemon logs to it.
+  static const bool journal = StderrIsJournal();
   // One fprintf per line so lines from concurrent threads do not interleave.
   char body[2048];
   vsnprintf(body, sizeof(body), format, args);
   std::string line(body);
   while (!line.empty() && line.back() == '\n') line.pop_back();
-  fprintf(stderr, "<%d>walfs: %s\n", priority, line.c_str());
+  if (journal) {
+    fprintf(stderr, "<%d>walfs: %s\n", priority, line.c_str());
+  } else {
+    fprintf(stderr, "walfs: %s\n", line.c_str());
+  }
 }
 
 void FuseLogFunction(enum fuse_log_level level, const char* format, va_list args) {

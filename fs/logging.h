@@ -1,9 +1,10 @@
 // Daemon logging: one sink for walfs's own messages and libfuse's.
 //
-// In the foreground, lines go to stderr with an sd-daemon priority prefix
-// ("<3>walfs: ..."), which journald turns into the right priority under systemd and
-// which stays readable on a terminal. Once detached, lines go to syslog(3) (LOG_DAEMON),
-// since stderr then points at /dev/null.
+// In the foreground, lines go to stderr as "walfs: ...". When stderr is the journal
+// (systemd's JOURNAL_STREAM names it), each line starts with its sd-daemon priority
+// ("<3>walfs: ..."), which journald turns into the line's priority; on a terminal or in
+// a file there is no prefix. Once detached, lines go to syslog(3) (LOG_DAEMON), since
+// stderr then points at /dev/null.
 //
 // Thread safety: Log may be called from any thread at any time. UseSyslog is called once,
 // by the detached daemon before it starts serving requests.

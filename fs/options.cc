@@ -1,6 +1,12 @@
 // Command-line parsing for the walfs daemon (mount.fuse3 argv shape).
+//
+// The argument vector is split by libfuse's own fuse_opt_parse, so -o lists are read
+// exactly as every FUSE file system reads them (options separated by ',', '\,' and '\\'
+// escaping a comma and a backslash, '\NNN' an octal byte, -oLIST or -o LIST, '--'
+// ending the options); each option is then checked here.
 #include "fs/options.h"
 
+#include <fuse_opt.h>
 #include <unistd.h>
 
 #include <array>
@@ -16,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/byte_size.h"
 
 namespace walfs::fs {
 namespace {
@@ -63,27 +70,6 @@ std::string EscapeFuseOption(std::string_view value) {
 // mount whose namespace only walfs changes.
 constexpr double kMaxCacheTimeout = 7 * 86400.0;
 
-// "N", "NK"/"NKiB", "NM"/"NMiB" (1024-based), as mkfs.walfs takes sizes.
-bool ParseByteCount(const std::string& text, uint64_t* out) {
-  std::string digits = text;
-  uint64_t unit = 1;
-  for (auto [suffix, factor] : {std::pair<const char*, uint64_t>{"KiB", 1024},
-                                {"MiB", 1024 * 1024},
-                                {"K", 1024},
-                                {"M", 1024 * 1024}}) {
-    std::string_view sv(digits);
-    if (sv.ends_with(suffix)) {
-      digits.resize(digits.size() - std::strlen(suffix));
-      unit = factor;
-      break;
-    }
-  }
-  uint64_t n = 0;
-  if (digits.empty() || !absl::SimpleAtoi(digits, &n) || n > UINT64_MAX / unit) return false;
-  *out = n * unit;
-  return true;
-}
-
 // Abseil's string_view here is its own type, so strings handed to absl are std::string.
 absl::Status ApplyOption(const std::string& option, Options& options) {
   if (option.empty()) return absl::OkStatus();
@@ -103,6 +89,14 @@ absl::Status ApplyOption(const std::string& option, Options& options) {
   };
   if (key == "allow_other") {
     options.allow_other = true;
+    return no_value();
+  }
+  if (key == "allow_root") {
+    options.allow_root = true;
+    return no_value();
+  }
+  if (key == "auto_unmount") {
+    options.auto_unmount = true;
     return no_value();
   }
   if (key == "default_permissions") {
@@ -148,13 +142,14 @@ absl::Status ApplyOption(const std::string& option, Options& options) {
     return no_value();
   }
   if (key == "max_write") {
-    uint64_t n = 0;
-    if (!has_value || !ParseByteCount(value, &n) || n < kMinWrite || n > kMaxWriteLimit) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mount option max_write=N needs a size from ", kMinWrite, " to ", kMaxWriteLimit,
-          " bytes (K and M suffixes allowed), got '", option, "'"));
-    }
-    options.max_write = static_cast<unsigned>(n);
+    const std::string range = absl::StrCat("mount option max_write=SIZE needs a size from ",
+                                           kMinWrite, " to ", kMaxWriteLimit,
+                                           " bytes (4K to 1M), got '", option, "'");
+    if (!has_value) return absl::InvalidArgumentError(range);
+    absl::StatusOr<uint64_t> n = core::ParseByteSize(value);
+    if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(range, ": ", n.status().message()));
+    if (*n < kMinWrite || *n > kMaxWriteLimit) return absl::InvalidArgumentError(range);
+    options.max_write = static_cast<unsigned>(*n);
     return absl::OkStatus();
   }
   if (key == "entry_timeout" || key == "attr_timeout") {
@@ -198,53 +193,77 @@ absl::Status ApplyOption(const std::string& option, Options& options) {
       absl::StrCat("unknown mount option '", option, "' (see walfs --help)"));
 }
 
-absl::Status ApplyOptionList(const std::string& list, Options& options) {
-  size_t start = 0;
-  while (true) {
-    size_t comma = list.find(',', start);
-    std::string option = list.substr(start, comma == std::string::npos ? comma : comma - start);
-    if (absl::Status s = ApplyOption(option, options); !s.ok()) return s;
-    if (comma == std::string::npos) return absl::OkStatus();
-    start = comma + 1;
+// fuse_opt_parse's state: what was parsed, the first error, the positional arguments.
+struct ParseContext {
+  Options options;
+  absl::Status error;
+  std::vector<std::string> positional;
+};
+
+enum Key : int { kKeyHelp, kKeyVersion, kKeyForeground, kKeyDebug, kKeySingleThread };
+
+const fuse_opt kFuseOptSpecs[] = {
+    FUSE_OPT_KEY("-h", kKeyHelp),        FUSE_OPT_KEY("--help", kKeyHelp),
+    FUSE_OPT_KEY("-V", kKeyVersion),     FUSE_OPT_KEY("--version", kKeyVersion),
+    FUSE_OPT_KEY("-f", kKeyForeground),  FUSE_OPT_KEY("-d", kKeyDebug),
+    FUSE_OPT_KEY("--debug", kKeyDebug),  FUSE_OPT_KEY("-s", kKeySingleThread),
+    FUSE_OPT_END,
+};
+
+// Called by fuse_opt_parse for each argument: a flag above, one option of a -o list
+// (unescaped), an unknown argument starting with '-', or a positional argument.
+// Returns 0 (consumed) or -1 (stop: ctx->error says why).
+int ProcessArgument(void* data, const char* arg, int key, fuse_args* /*outargs*/) {
+  ParseContext& ctx = *static_cast<ParseContext*>(data);
+  Options& options = ctx.options;
+  switch (key) {
+    case kKeyHelp: options.show_help = true; return 0;
+    case kKeyVersion: options.show_version = true; return 0;
+    case kKeyForeground: options.foreground = true; return 0;
+    case kKeyDebug:
+      options.debug = true;
+      options.foreground = true;
+      return 0;
+    case kKeySingleThread: options.threads = 1; return 0;
+    case FUSE_OPT_KEY_NONOPT: ctx.positional.emplace_back(arg); return 0;
+    case FUSE_OPT_KEY_OPT:
+      // An argument starting with '-' that no spec matched arrives here whole; a -o
+      // list's options arrive one by one, without the -o.
+      if (arg[0] == '-') {
+        ctx.error = absl::InvalidArgumentError(
+            absl::StrCat("unknown argument '", arg, "' (see walfs --help)"));
+        return -1;
+      }
+      ctx.error = ApplyOption(arg, options);
+      return ctx.error.ok() ? 0 : -1;
+    default: break;
   }
+  ctx.error = absl::InternalError(absl::StrCat("unexpected fuse_opt key ", key));
+  return -1;
 }
 
 }  // namespace
 
 absl::StatusOr<Options> ParseCommandLine(int argc, const char* const* argv) {
-  Options options;
-  std::vector<std::string> positional;
-  bool only_positional = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (only_positional || arg.empty() || arg[0] != '-' || arg == "-") {
-      positional.emplace_back(arg);
-      continue;
-    }
-    if (arg == "--") {
-      only_positional = true;
-    } else if (arg == "-f") {
-      options.foreground = true;
-    } else if (arg == "-d" || arg == "--debug") {
-      options.debug = true;
-      options.foreground = true;
-    } else if (arg == "-s") {
-      options.threads = 1;
-    } else if (arg == "-h" || arg == "--help") {
-      options.show_help = true;
-    } else if (arg == "-V" || arg == "--version") {
-      options.show_version = true;
-    } else if (arg == "-o") {
-      if (i + 1 >= argc) return absl::InvalidArgumentError("-o needs an option list");
-      if (absl::Status s = ApplyOptionList(argv[++i], options); !s.ok()) return s;
-    } else if (arg.starts_with("-o")) {
-      if (absl::Status s = ApplyOptionList(arg.substr(2), options); !s.ok()) return s;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown argument '", arg, "' (see walfs --help)"));
-    }
+  // fuse_opt_parse would only log this one on stderr; say it the way every error is said.
+  if (argc > 1 && std::string_view(argv[argc - 1]) == "-o") {
+    return absl::InvalidArgumentError("-o needs an option list");
   }
+  ParseContext ctx;
+  // fuse_opt_parse neither writes into nor frees the strings of an args it did not
+  // allocate (it copies a -o list before splitting it).
+  fuse_args args = FUSE_ARGS_INIT(argc, const_cast<char**>(argv));
+  const int rc = fuse_opt_parse(&args, &ctx, kFuseOptSpecs, ProcessArgument);
+  fuse_opt_free_args(&args);
+  if (!ctx.error.ok()) return ctx.error;
+  if (rc != 0) return absl::InvalidArgumentError("cannot parse the command line");
+  Options& options = ctx.options;
+  std::vector<std::string>& positional = ctx.positional;
   if (options.show_help || options.show_version) return options;
+  if (options.allow_other && options.allow_root) {
+    return absl::InvalidArgumentError(
+        "mount options allow_other and allow_root exclude each other");
+  }
   if (options.powercut_sim && options.read_only) {
     return absl::InvalidArgumentError(
         "mount option powercut_sim cannot be used with ro (a read-only mount persists "
@@ -274,11 +293,13 @@ std::string Usage(const std::string& program) {
       "  -f                  stay in the foreground (log to stderr)\n"
       "  -d                  debug: trace every FUSE request (implies -f)\n"
       "  -s                  one worker thread (threads=1)\n"
-      "  -h, --help          this text\n"
-      "  -V, --version       print the version\n"
+      "  -h, --help          show this help and exit\n"
+      "  -V, --version       show the version and exit\n"
       "\n"
       "Mount options (-o):\n"
       "  allow_other         let other users in; access follows the mode bits\n"
+      "  allow_root          let root in besides the daemon's user (not with allow_other)\n"
+      "  auto_unmount        unmount when the daemon exits, even if it is killed\n"
       "  default_permissions always in force: the kernel checks mode bits\n"
       "  ro                  read-only mount\n"
       "  noexec              forbid executing files\n"
@@ -288,7 +309,7 @@ std::string Usage(const std::string& program) {
       "  max_idle_threads=N  idle workers kept (default: threads, none exit)\n"
       "  clone_fd            each worker reads its own clone of /dev/fuse (default)\n"
       "  noclone_fd          all workers read one /dev/fuse fd\n"
-      "  max_write=N         largest write request, 4K..1M (default 1M)\n"
+      "  max_write=SIZE      largest write request, 4K..1M (default 1M)\n"
       "  entry_timeout=SECS  kernel caching of names and negative lookups\n"
       "  attr_timeout=SECS   kernel caching of attributes (both default 86400)\n"
       "  durability=auto     on PMEM, writes are durable before their reply and fsync\n"
@@ -299,7 +320,12 @@ std::string Usage(const std::string& program) {
       "  powercut_sim        TEST FACILITY, never for real data: only persisted bytes\n"
       "                      reach POOL, so kill -9 of the daemon acts as a power cut\n"
       "Options mount(8) adds (rw, nodev, nosuid, noatime, nofail, _netdev, defaults,\n"
-      "x-systemd.*, ...) are ignored.\n");
+      "x-systemd.*, ...) are ignored. Options are separated by ','; '\\,' is a comma\n"
+      "inside a value. SIZE is bytes or a number with K, M, G or T (also KB/KiB, ...;\n"
+      "powers of 1024): 64M = 64MB = 64MiB, 512k.\n"
+      "\n"
+      "Exit status, as mount(8): 0 success, 1 usage error, 32 mount failure or an\n"
+      "error while serving or closing the pool.\n");
 }
 
 absl::StatusOr<Experiments> ParseExperiments(const std::string& list) {
@@ -332,6 +358,12 @@ std::vector<std::string> FuseSessionArgs(const Options& options) {
       absl::StrCat("subtype=", EscapeFuseOption(options.subtype)),
       "default_permissions"};
   if (options.allow_other) mount_options.push_back("allow_other");
+  // libfuse mounts with allow_other and refuses requests from users other than the
+  // daemon's and root (fuse_lowlevel.c, deny_others).
+  if (options.allow_root) mount_options.push_back("allow_root");
+  // libfuse mounts through fusermount3 --auto-unmount, which unmounts once the daemon's
+  // end of /dev/fuse closes, however the daemon ended.
+  if (options.auto_unmount) mount_options.push_back("auto_unmount");
   if (options.read_only) mount_options.push_back("ro");
   if (options.noexec) mount_options.push_back("noexec");
   std::vector<std::string> args = {"walfs", "-o", absl::StrJoin(mount_options, ",")};

@@ -5,6 +5,10 @@
 // This is the argv shape mount.fuse3 produces, so `mount -t fuse.walfs POOL DIR -o ...`
 // and fstab lines work. Options (see Usage()):
 //   allow_other          let other users in (permission bits decide; see below)
+//   allow_root           let root in besides the daemon's user (libfuse refuses the
+//                        others' requests); excludes allow_other. As sshfs accepts it.
+//   auto_unmount         libfuse mounts through fusermount3 --auto-unmount, which
+//                        unmounts when the daemon exits, even on kill -9. As sshfs.
 //   default_permissions  accepted; always in force (the kernel checks mode bits: walfs
 //                        makes no permission checks of its own, so running without it
 //                        would let any user who can reach the mount chown/chmod freely,
@@ -16,8 +20,8 @@
 //                        threads, i.e. none exit)
 //   clone_fd, noclone_fd each worker reads /dev/fuse through its own clone of the fd
 //                        (default) or all workers share one
-//   max_write=N          largest WRITE the kernel sends, 4096..1048576 bytes, K/M
-//                        suffixes allowed (default 1M)
+//   max_write=SIZE       largest WRITE the kernel sends, 4096..1048576 bytes, in the
+//                        size syntax of core/byte_size.h (default 1M)
 //   entry_timeout=SECS   how long the kernel caches names and negative lookups
 //   attr_timeout=SECS    how long the kernel caches attributes (both default 86400;
 //                        0 asks walfs every time)
@@ -35,9 +39,14 @@
 //                        would (core/power_cut_region.h). Refused with ro.
 // Options mount(8) adds on its own (rw, dev, nodev, suid, nosuid, exec, atime, noatime,
 // relatime, nofail, _netdev, auto, noauto, user, users, defaults, x-*, comment=...) are
-// ignored; anything else is refused.
+// ignored; anything else is refused. The argument vector is split by libfuse's
+// fuse_opt_parse, so '\,' in a -o list is a comma inside a value, as for every FUSE
+// file system.
 //
 // Parsing touches no file: paths are made absolute against the current directory only.
+//
+// Exit status of the daemon, as mount(8) (fs/main.cc): 0 success, 1 usage error,
+// 32 mount failure (or an error while serving or closing the pool).
 #ifndef WALFS_FS_OPTIONS_H_
 #define WALFS_FS_OPTIONS_H_
 
@@ -69,6 +78,8 @@ struct Options {
   bool foreground = false;
   bool debug = false;
   bool allow_other = false;
+  bool allow_root = false;
+  bool auto_unmount = false;
   bool default_permissions_given = false;  // only to say that it was forced
   bool read_only = false;
   bool noexec = false;
@@ -116,8 +127,13 @@ absl::StatusOr<Experiments> ParseExperiments(const std::string& list);
 // The usage text for `program`.
 std::string Usage(const std::string& program);
 
-// The argument vector for fuse_session_new (argv[0] included): the kernel mount
-// options (fsname, subtype, default_permissions, allow_other, ro, noexec) and -d.
+// Exit statuses of the daemon, as mount(8) has them.
+inline constexpr int kExitUsage = 1;
+inline constexpr int kExitMountFailure = 32;
+
+// The argument vector for fuse_session_new (argv[0] included): the mount options
+// (fsname, subtype, default_permissions, allow_other, allow_root, auto_unmount, ro,
+// noexec) and -d.
 std::vector<std::string> FuseSessionArgs(const Options& options);
 
 }  // namespace walfs::fs

@@ -6,6 +6,7 @@
 #   lib/systemd/system/walfs@.service   one instance per pool (see the unit's header)
 #   libexec/walfs/walfs-prestart    the unit's pre-start check
 #   share/walfs/postgresql/         the postgresql@.service drop-in and the pg_wal mover
+#   share/doc/walfs/                README.md.gz, copyright (DEP-5), changelog.gz
 #   share/doc/walfs/examples/       an instance configuration and an fstab line
 # Paths are relative to the prefix; the package's prefix is /usr, which is where the unit
 # expects /usr/sbin/walfs and /usr/libexec/walfs/walfs-prestart.
@@ -18,21 +19,28 @@
 
 set(WALFS_PKG_DIR ${CMAKE_CURRENT_SOURCE_DIR})
 
+find_program(WALFS_GZIP gzip)
+# walfs_gzip(SOURCE OUTPUT): OUTPUT is SOURCE compressed at build time (gzip -9n: no name
+# or time stamp in the archive, so the package is reproducible).
+function(walfs_gzip source out)
+  get_filename_component(dir ${out} DIRECTORY)
+  get_filename_component(name ${source} NAME)
+  add_custom_command(OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
+    COMMAND ${WALFS_GZIP} -9n -c ${source} > ${out}
+    DEPENDS ${source}
+    COMMENT "Compressing ${name}"
+    VERBATIM)
+endfunction()
+
 # --- man pages: whichever exist, compressed at build time.
 file(GLOB WALFS_MAN_PAGES CONFIGURE_DEPENDS ${WALFS_PKG_DIR}/man/*.8)
-find_program(WALFS_GZIP gzip)
 set(WALFS_MAN_OUTPUTS)
 foreach(page ${WALFS_MAN_PAGES})
   get_filename_component(name ${page} NAME)
   if(WALFS_GZIP)
     set(out ${CMAKE_CURRENT_BINARY_DIR}/man/${name}.gz)
-    # -n: no name or time stamp in the archive, so the package is reproducible.
-    add_custom_command(OUTPUT ${out}
-      COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/man
-      COMMAND ${WALFS_GZIP} -9n -c ${page} > ${out}
-      DEPENDS ${page}
-      COMMENT "Compressing man page ${name}"
-      VERBATIM)
+    walfs_gzip(${page} ${out})
   else()
     set(out ${page})
   endif()
@@ -56,13 +64,32 @@ install(PROGRAMS ${WALFS_PKG_DIR}/postgresql/move-pg_wal-to-walfs.sh
 install(FILES ${WALFS_PKG_DIR}/systemd/15-main.conf.example ${WALFS_PKG_DIR}/systemd/fstab.example
   DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 
+# --- documentation, as Debian lays it out: the README and the changelog compressed (the
+# changelog's name is that of a native package, whose version has no Debian revision),
+# the machine-readable copyright file as it is.
+if(WALFS_GZIP)
+  set(WALFS_DOC_OUT ${CMAKE_CURRENT_BINARY_DIR}/doc)
+  walfs_gzip(${PROJECT_SOURCE_DIR}/README.md ${WALFS_DOC_OUT}/README.md.gz)
+  walfs_gzip(${WALFS_PKG_DIR}/debian/changelog ${WALFS_DOC_OUT}/changelog.gz)
+  add_custom_target(walfs_docs ALL DEPENDS ${WALFS_DOC_OUT}/README.md.gz ${WALFS_DOC_OUT}/changelog.gz)
+  install(FILES ${WALFS_DOC_OUT}/README.md.gz ${WALFS_DOC_OUT}/changelog.gz
+    DESTINATION ${CMAKE_INSTALL_DOCDIR})
+else()
+  install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+  install(FILES ${WALFS_PKG_DIR}/debian/changelog DESTINATION ${CMAKE_INSTALL_DOCDIR})
+endif()
+install(FILES ${WALFS_PKG_DIR}/debian/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
 # --- Debian package
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME walfs)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_VENDOR "walfs developers")
-set(CPACK_PACKAGE_CONTACT "walfs developers <walfs@localhost>")
-set(CPACK_DEBIAN_PACKAGE_MAINTAINER "walfs developers <walfs@localhost>")
+# The Maintainer field; packaging/debian/changelog's entries are signed with it too.
+set(WALFS_MAINTAINER "walfs maintainers <walfs@lists.walfs.org>" CACHE STRING
+  "Maintainer of the Debian package: NAME <ADDRESS>")
+set(CPACK_PACKAGE_CONTACT "${WALFS_MAINTAINER}")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${WALFS_MAINTAINER}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
   "FUSE file system for PostgreSQL's pg_wal on persistent memory")
 # The control file's first Description line is the summary above; this is the rest.
@@ -92,8 +119,11 @@ else()
     "fuse3, libfuse3-3 (>= 3.14), libpmem1, libabsl20220623, libstdc++6 (>= 12), libc6")
 endif()
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "postgresql-15 | postgresql")
+# prerm stops the walfs@ instances before removal (never one whose mount is in use),
+# postrm disables them on purge.
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
   ${WALFS_PKG_DIR}/debian/postinst
+  ${WALFS_PKG_DIR}/debian/prerm
   ${WALFS_PKG_DIR}/debian/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
 include(CPack)

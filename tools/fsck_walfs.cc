@@ -1,7 +1,8 @@
 // fsck.walfs: checks (and optionally repairs) an unmounted walfs pool.
 //
 // Exit status follows fsck(8), as a sum: 0 clean, 1 problems were repaired, 4 errors
-// are left, 8 operational error (cannot open or map the pool), 16 usage error.
+// are left, 8 operational error (cannot open or map the pool), 16 usage error
+// (tools/cli.h).
 #include <getopt.h>
 #include <unistd.h>
 
@@ -14,10 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "core/fsck.h"
 #include "core/persistent_region.h"
+#include "tools/cli.h"
 
 namespace walfs::tools {
 namespace {
 
+constexpr char kProgram[] = "fsck.walfs";
 constexpr int kExitRepaired = 1;
 constexpr int kExitErrorsLeft = 4;
 constexpr int kExitOperational = 8;
@@ -33,14 +36,14 @@ constexpr char kUsage[] =
     "  -v, --verbose    also print information-only findings\n"
     "  -f, --force      accepted for fsck(8); every check is always full\n"
     "  -C FD            accepted for fsck(8); ignored\n"
-    "  -h, --help       show this help\n"
+    "  -h, --help       show this help and exit\n"
+    "  -V, --version    show the version and exit (as e2fsck -V)\n"
     "\n"
     "Exit status (a sum, as fsck(8)): 0 clean, 1 problems repaired, 4 errors left,\n"
     "8 operational error, 16 usage error.\n";
 
 int UsageError(const std::string& message) {
-  std::fprintf(stderr, "fsck.walfs: %s\n\n%s", message.c_str(), kUsage);
-  return kExitUsage;
+  return tools::UsageError(kProgram, message, kExitUsage);
 }
 
 void PrintHuman(const std::string& pool, const core::FsckReport& report, bool verbose) {
@@ -87,7 +90,7 @@ int Run(int argc, char** argv) {
       {"repair", no_argument, nullptr, 'r'},  {"no-repair", no_argument, nullptr, 'n'},
       {"json", no_argument, nullptr, 'J'},    {"verbose", no_argument, nullptr, 'v'},
       {"force", no_argument, nullptr, 'f'},   {"help", no_argument, nullptr, 'h'},
-      {nullptr, 0, nullptr, 0},
+      {"version", no_argument, nullptr, 'V'}, {nullptr, 0, nullptr, 0},
   };
   bool repair = false, no_repair = false, json = false, verbose = false;
   opterr = 0;
@@ -100,8 +103,8 @@ int Run(int argc, char** argv) {
       case 'a': repair = true; break;
       case 'n': no_repair = true; break;
       case 'J': json = true; break;
-      case 'v':
-      case 'V': verbose = true; break;
+      case 'v': verbose = true; break;
+      case 'V': return PrintVersion(kProgram);
       case 'f':
       case 'C': break;
       case 'h': std::fputs(kUsage, stdout); return 0;
@@ -128,7 +131,7 @@ int Run(int argc, char** argv) {
                   : absl::StatusOr<core::FsckReport>(region.status());
   if (!report.ok()) {
     const std::string message(report.status().message());
-    std::fprintf(stderr, "fsck.walfs: %s\n", message.c_str());
+    std::fprintf(stderr, "%s: %s\n", kProgram, message.c_str());
     if (json) {
       std::printf("{\"pool\":%s,\"repair\":%s,\"exit_code\":%d,\"error\":%s}\n",
                   core::JsonQuote(pool).c_str(), repair ? "true" : "false", kExitOperational,

@@ -12,7 +12,24 @@ PACKAGES=(
   clang libclang-rt-14-dev                  # libFuzzer target
   procps psmisc util-linux                  # ps/pkill, fuser, mount/findmnt for tests
   python3 file groff-base systemd           # test helpers, man page and unit checks
+  nlohmann-json3-dev                        # JSON reader of walfsctl (header-only)
+  dpkg-dev lintian                          # dpkg-buildflags, dpkg-shlibdeps; package checks
 )
+case "${1:-}" in
+  -h|--help)
+    echo "Usage: tools/install-deps.sh"
+    echo "Installs with apt-get (as root) the Debian 12 packages walfs needs to build, test"
+    echo "and benchmark:"
+    printf '  %s\n' "${PACKAGES[@]}"
+    exit 0
+    ;;
+  "") ;;
+  *)
+    echo "install-deps.sh: unknown argument '$1'" >&2
+    echo "Try 'install-deps.sh --help' for more information." >&2
+    exit 1
+    ;;
+esac
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps.sh: run as root (it calls apt-get)" >&2
   exit 1

@@ -1,6 +1,7 @@
 // mkfs.walfs: creates a walfs pool in a file or on a device-DAX device.
 //
-// Exit status: 0 on success, 1 on any error (usage errors print the usage too).
+// Exit status, as mkfs(8) and mke2fs: 0 on success, 1 on any error, usage errors
+// included (tools/cli.h).
 #include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
@@ -9,6 +10,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,11 +24,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/byte_size.h"
 #include "core/format.h"
 #include "core/fsck.h"
 #include "core/persistent_region.h"
-#include "tools/human_bytes.h"
 #include "core/wal_directory.h"
+#include "tools/cli.h"
+#include "tools/human_bytes.h"
 
 namespace walfs::tools {
 namespace {
@@ -50,47 +54,25 @@ constexpr char kUsage[] =
     "                           user running mkfs.walfs\n"
     "  -f, --force              overwrite an existing pool or a non-empty file\n"
     "  -q, --quiet              print nothing on success\n"
-    "  -h, --help               show this help\n"
+    "  -h, --help               show this help and exit\n"
+    "  -V, --version            show the version and exit\n"
     "\n"
-    "SIZE is a number of bytes with an optional binary suffix: K, M, G, T or KiB, MiB,\n"
-    "GiB, TiB (all powers of 1024; 1G = 1GiB = 1073741824 bytes).\n"
-    "Exit status: 0 on success, 1 on error.\n";
+    "SIZE is a number of bytes, optionally followed by K, M, G or T, also written KB or\n"
+    "KiB, MB or MiB, ... in any case; all are powers of 1024 (64M = 64MB = 64MiB =\n"
+    "67108864 bytes, 512k = 524288 bytes).\n"
+    "Exit status: 0 on success, 1 on error (usage errors included).\n";
+
+constexpr char kProgram[] = "mkfs.walfs";
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 1;
 
 int UsageError(const std::string& message) {
-  std::fprintf(stderr, "mkfs.walfs: %s\n\n%s", message.c_str(), kUsage);
-  return 1;
+  return tools::UsageError(kProgram, message, kExitUsage);
 }
 
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "mkfs.walfs: %s\n", message.c_str());
-  return 1;
-}
-
-// Bytes from "123", "64K", "16MiB", "1g" ...; nullopt on anything else or on overflow.
-std::optional<uint64_t> ParseSize(std::string text) {
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0) return std::nullopt;
-  uint64_t value;
-  if (!absl::SimpleAtoi(text.substr(0, digits), &value)) return std::nullopt;
-  std::string suffix = text.substr(digits);
-  for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  int shift;
-  if (suffix.empty() || suffix == "b") {
-    shift = 0;
-  } else if (suffix == "k" || suffix == "kib") {
-    shift = 10;
-  } else if (suffix == "m" || suffix == "mib") {
-    shift = 20;
-  } else if (suffix == "g" || suffix == "gib") {
-    shift = 30;
-  } else if (suffix == "t" || suffix == "tib") {
-    shift = 40;
-  } else {
-    return std::nullopt;
-  }
-  if (shift > 0 && value > (UINT64_MAX >> shift)) return std::nullopt;
-  return value << shift;
+  std::fprintf(stderr, "%s: %s\n", kProgram, message.c_str());
+  return kExitFailure;
 }
 
 std::string ParentDirectory(const std::string& path) {
@@ -212,26 +194,27 @@ int Run(int argc, char** argv) {
       {"force", no_argument, nullptr, 'f'},
       {"quiet", no_argument, nullptr, 'q'},
       {"help", no_argument, nullptr, 'h'},
+      {"version", no_argument, nullptr, 'V'},
       {nullptr, 0, nullptr, 0},
   };
   Args args;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":s:S:i:o:fqh", kOptions, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":s:S:i:o:fqhV", kOptions, nullptr)) != -1) {
     switch (c) {
       case 's': {
-        args.size = ParseSize(optarg);
-        if (!args.size || *args.size == 0) {
-          return UsageError(absl::StrCat("bad size \"", optarg, "\""));
-        }
+        absl::StatusOr<uint64_t> v = core::ParseByteSize(optarg);
+        if (!v.ok()) return UsageError(absl::StrCat("--size: ", v.status().message()));
+        if (*v == 0) return UsageError("--size: the pool size cannot be 0");
+        args.size = *v;
         break;
       }
       case 'S': {
-        const std::optional<uint64_t> v = ParseSize(optarg);
-        if (!v || *v < f::kMinSegmentSize || *v > f::kMaxSegmentSize ||
-            !std::has_single_bit(*v)) {
-          return UsageError(absl::StrCat("bad segment size \"", optarg,
-                                         "\": must be a power of two from 1M to 1G"));
+        absl::StatusOr<uint64_t> v = core::ParseByteSize(optarg);
+        if (!v.ok()) return UsageError(absl::StrCat("--segment-size: ", v.status().message()));
+        if (*v < f::kMinSegmentSize || *v > f::kMaxSegmentSize || !std::has_single_bit(*v)) {
+          return UsageError(absl::StrCat("--segment-size: bad segment size '", optarg,
+                                         "': must be a power of two from 1M to 1G"));
         }
         args.segment_size = *v;
         break;
@@ -252,6 +235,7 @@ int Run(int argc, char** argv) {
       case 'f': args.force = true; break;
       case 'q': args.quiet = true; break;
       case 'h': std::fputs(kUsage, stdout); return 0;
+      case 'V': return PrintVersion(kProgram);
       case ':': return UsageError(absl::StrCat("option ", argv[optind - 1], " needs a value"));
       default: return UsageError(absl::StrCat("unknown option ", argv[optind - 1]));
     }

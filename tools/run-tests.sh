@@ -1,21 +1,67 @@
 #!/usr/bin/env bash
-# Installs dependencies (as root), builds walfs and runs the whole test suite with ctest,
-# then runs the unit and crash tests and the fast mount tests again under AddressSanitizer
-# + UBSan, and the daemon under ThreadSanitizer with a concurrent load.
-# This is the README's test command and what CI runs.
-#   tools/run-tests.sh                  # everything
-#   tools/run-tests.sh -L unit          # extra args go to the main ctest run
-#   WALFS_SANITIZE_RUN=0 tools/run-tests.sh   # skip the sanitizer pass
+# The README's test command and what CI runs (.ci/run). tools/run-tests.sh --help says
+# what it does; the stages are in order below.
 set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+Usage: tools/run-tests.sh [--quick] [CTEST-ARGUMENTS...]
+Installs the dependencies (as root: tools/install-deps.sh, apt-get), builds walfs in
+./build (RelWithDebInfo, warnings are errors) and runs, in order:
+  1. the whole suite with ctest (unit, crash, tools, integration with real FUSE mounts
+     and a real PostgreSQL 15 run as postgres, packaging, benchmark smoke);
+  2. a build with Debian's dpkg-buildflags (Release, hardening=+all: CPPFLAGS, CXXFLAGS
+     and LDFLAGS) in ./build-dpkg, built only, so that it stays warning-free;
+  3. the unit and crash tests and the fast mount tests under AddressSanitizer + UBSan
+     (./build-asan), and the daemon under ThreadSanitizer with a concurrent load
+     (./build-tsan);
+  4. a 60 s libFuzzer run over pool open, recovery and fsck (./build-fuzz).
+All of it takes about 35 minutes on 2 cores, stage 2 about 5 of them.
+
+  --quick          stage 1 only (the same as WALFS_BUILDFLAGS_RUN=0 WALFS_SANITIZE_RUN=0
+                   WALFS_FUZZ_RUN=0)
+  -h, --help       show this help and exit
+Other arguments go to the ctest run of stage 1, e.g. -L unit, -R '^tools\.'.
+
+Environment: BUILD_DIR (build), WALFS_SKIP_DEPS=1 (no apt-get as root),
+WALFS_BUILDFLAGS_RUN=0, WALFS_SANITIZE_RUN=0, WALFS_FUZZ_RUN=0 (skip stage 2, 3, 4),
+WALFS_STRESS_SECS (10), WALFS_FUZZ_SECONDS (60).
+Exit status: 0 when every stage run passed, non-zero otherwise.
+EOF
+}
+
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  --quick)
+    shift
+    export WALFS_BUILDFLAGS_RUN=0 WALFS_SANITIZE_RUN=0 WALFS_FUZZ_RUN=0
+    ;;
+esac
+
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -eq 0 ] && [ "${WALFS_SKIP_DEPS:-0}" != 1 ]; then
   tools/install-deps.sh
 fi
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=$(nproc)
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_WERROR=ON
 cmake --build "$BUILD_DIR" -j"$JOBS"
 (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 1200 "$@")
+
+if [ "${WALFS_BUILDFLAGS_RUN:-1}" = 1 ]; then
+  # Debian's flags as a package build gets them (hardening=+all adds -z now); CMake
+  # reads CFLAGS, CXXFLAGS and LDFLAGS but not CPPFLAGS, so CPPFLAGS joins the compile
+  # flags as debhelper does. The flags count only at the first configure of a build
+  # dir, hence a fresh one.
+  DPKG_DIR=${BUILD_DIR}-dpkg
+  rm -rf "$DPKG_DIR"
+  (
+    eval "$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --export=sh)"
+    export CFLAGS="$CFLAGS $CPPFLAGS" CXXFLAGS="$CXXFLAGS $CPPFLAGS" LDFLAGS
+    cmake -S . -B "$DPKG_DIR" -DCMAKE_BUILD_TYPE=Release -DWALFS_WERROR=ON
+    cmake --build "$DPKG_DIR" -j"$JOBS"
+  )
+fi
 
 if [ "${WALFS_SANITIZE_RUN:-1}" = 1 ]; then
   # AddressSanitizer + UBSan: the unit and crash tests, then the daemon and the tools on
@@ -27,7 +73,7 @@ if [ "${WALFS_SANITIZE_RUN:-1}" = 1 ]; then
   SAN_LOGS=$(cd "$(dirname "$SAN_DIR")" && pwd)/$(basename "$SAN_DIR")-reports
   rm -rf "$SAN_LOGS"
   mkdir -p "$SAN_LOGS"
-  cmake -S . -B "$SAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_SANITIZE=ON
+  cmake -S . -B "$SAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_SANITIZE=ON -DWALFS_WERROR=ON
   cmake --build "$SAN_DIR" -j"$JOBS" --target walfs_unit_tests walfs_direct_unit_tests \
     walfs_crash_tests walfs mkfs_walfs fsck_walfs walfsctl
   san_status=0
@@ -41,7 +87,7 @@ if [ "${WALFS_SANITIZE_RUN:-1}" = 1 ]; then
   # ThreadSanitizer: the daemon under fs_stress_test's concurrent load (the test fails on
   # any report; tests/integration/tsan.supp lists what is suppressed and why).
   TSAN_DIR=${BUILD_DIR}-tsan
-  cmake -S . -B "$TSAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_TSAN=ON
+  cmake -S . -B "$TSAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_TSAN=ON -DWALFS_WERROR=ON
   cmake --build "$TSAN_DIR" -j"$JOBS" --target walfs mkfs_walfs fsck_walfs walfsctl
   (cd "$TSAN_DIR" && WALFS_STRESS_SECS=${WALFS_STRESS_SECS:-10} \
     ctest --output-on-failure --timeout 900 -R '^integration\.fs_stress_test$') || san_status=1

@@ -7,9 +7,11 @@
 // with WalDirectory: they work on a pool that WalDirectory would refuse to open, which
 // is when an export matters most.
 //
-// Exit status: 0 success, 1 failure (export: some file could not be copied, or the pool
-// has errors so files may be missing), 2 usage error.
+// Exit status, as the e2fsprogs tools: 0 success, 1 failure (export: some file could not
+// be copied, or the pool has errors so files may be missing) or usage error
+// (tools/cli.h).
 #include <fcntl.h>
+#include <getopt.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -32,6 +34,8 @@
 #include "core/format.h"
 #include "core/fsck.h"
 #include "core/persistent_region.h"
+#include "nlohmann/json.hpp"
+#include "tools/cli.h"
 #include "tools/human_bytes.h"
 
 namespace walfs::tools {
@@ -39,12 +43,13 @@ namespace {
 
 namespace f = core::format;
 
+constexpr char kProgram[] = "walfsctl";
 constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
+constexpr int kExitUsage = 1;
 constexpr char kStatusXattr[] = "user.walfs.status";
 
 constexpr char kUsage[] =
-    "Usage:\n"
+    "Usage: walfsctl [OPTIONS] COMMAND ARGUMENTS (options may come anywhere)\n"
     "  walfsctl inspect [--json] POOL\n"
     "      Geometry, usage and the file list (path, type, size, mode, uid, gid, nlink,\n"
     "      extents) of an unmounted pool. Read-only.\n"
@@ -57,17 +62,18 @@ constexpr char kUsage[] =
     "      The running daemon's status (mode, region, counters, usage) read from the\n"
     "      user.walfs.status attribute of MOUNTPOINT: human form, the raw JSON document,\n"
     "      or Prometheus text (numeric fields as walfs_<name>).\n"
-    "  walfsctl --help\n"
     "\n"
-    "Exit status: 0 success, 1 failure, 2 usage error.\n";
+    "  -h, --help      show this help and exit (also: walfsctl help)\n"
+    "  -V, --version   show the version and exit\n"
+    "\n"
+    "Exit status: 0 success, 1 failure or usage error.\n";
 
 int UsageError(const std::string& message) {
-  std::fprintf(stderr, "walfsctl: %s\n\n%s", message.c_str(), kUsage);
-  return kExitUsage;
+  return tools::UsageError(kProgram, message, kExitUsage);
 }
 
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "walfsctl: %s\n", message.c_str());
+  std::fprintf(stderr, "%s: %s\n", kProgram, message.c_str());
   return kExitFailure;
 }
 
@@ -384,194 +390,35 @@ int Export(const std::string& pool, std::string dir, bool salvage) {
 
 // ---- status ----------------------------------------------------------------------
 
-// Just enough JSON for the daemon's status document.
-struct JsonValue {
-  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject };
-  Kind kind = kNull;
-  bool boolean = false;
-  std::string text;  // a number as written, or a string's value
-  std::vector<JsonValue> items;
-  std::vector<std::pair<std::string, JsonValue>> members;
-};
+// The status document, members in the order the daemon wrote them.
+using Json = nlohmann::ordered_json;
 
-class JsonParser {
- public:
-  explicit JsonParser(std::string_view in) : in_(in) {}
+// A scalar as the human form shows it.
+std::string Scalar(const Json& x) {
+  if (x.is_null()) return "null";
+  if (x.is_boolean()) return x.get<bool>() ? "yes" : "no";
+  if (x.is_string()) return x.get<std::string>();
+  return x.dump();
+}
 
-  bool Parse(JsonValue* out) {
-    if (!Value(out, 0)) return false;
-    SkipSpace();
-    return pos_ == in_.size();
-  }
-
- private:
-  void SkipSpace() {
-    while (pos_ < in_.size() && (in_[pos_] == ' ' || in_[pos_] == '\n' || in_[pos_] == '\t' ||
-                                 in_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-  bool Consume(std::string_view word) {
-    if (in_.substr(pos_, word.size()) != word) return false;
-    pos_ += word.size();
-    return true;
-  }
-  bool Value(JsonValue* out, int depth) {
-    if (depth > 64) return false;
-    SkipSpace();
-    if (pos_ >= in_.size()) return false;
-    const char c = in_[pos_];
-    if (c == '{') return Object(out, depth);
-    if (c == '[') return Array(out, depth);
-    if (c == '"') {
-      out->kind = JsonValue::kString;
-      return String(&out->text);
-    }
-    if (Consume("true")) {
-      out->kind = JsonValue::kBool;
-      out->boolean = true;
-      return true;
-    }
-    if (Consume("false")) {
-      out->kind = JsonValue::kBool;
-      return true;
-    }
-    if (Consume("null")) return true;
-    return Number(out);
-  }
-  bool Number(JsonValue* out) {
-    const size_t start = pos_;
-    auto digits = [&] {
-      const size_t from = pos_;
-      while (pos_ < in_.size() && in_[pos_] >= '0' && in_[pos_] <= '9') ++pos_;
-      return pos_ > from;
-    };
-    if (pos_ < in_.size() && in_[pos_] == '-') ++pos_;
-    if (!digits()) return false;
-    if (pos_ < in_.size() && in_[pos_] == '.') {
-      ++pos_;
-      if (!digits()) return false;
-    }
-    if (pos_ < in_.size() && (in_[pos_] == 'e' || in_[pos_] == 'E')) {
-      ++pos_;
-      if (pos_ < in_.size() && (in_[pos_] == '+' || in_[pos_] == '-')) ++pos_;
-      if (!digits()) return false;
-    }
-    out->kind = JsonValue::kNumber;
-    out->text = std::string(in_.substr(start, pos_ - start));
-    return true;
-  }
-  bool String(std::string* out) {
-    ++pos_;  // the opening quote
-    while (pos_ < in_.size()) {
-      const char c = in_[pos_++];
-      if (c == '"') return true;
-      if (c != '\\') {
-        *out += c;
-        continue;
-      }
-      if (pos_ >= in_.size()) return false;
-      const char e = in_[pos_++];
-      switch (e) {
-        case '"': *out += '"'; break;
-        case '\\': *out += '\\'; break;
-        case '/': *out += '/'; break;
-        case 'b': *out += '\b'; break;
-        case 'f': *out += '\f'; break;
-        case 'n': *out += '\n'; break;
-        case 'r': *out += '\r'; break;
-        case 't': *out += '\t'; break;
-        case 'u': {
-          if (pos_ + 4 > in_.size()) return false;
-          unsigned code = 0;
-          for (int i = 0; i < 4; ++i) {
-            const char h = in_[pos_++];
-            code <<= 4;
-            if (h >= '0' && h <= '9') code |= h - '0';
-            else if (h >= 'a' && h <= 'f') code |= h - 'a' + 10;
-            else if (h >= 'A' && h <= 'F') code |= h - 'A' + 10;
-            else return false;
-          }
-          // UTF-8 of a code point in the basic plane (surrogates pass through encoded).
-          if (code < 0x80) {
-            *out += static_cast<char>(code);
-          } else if (code < 0x800) {
-            *out += static_cast<char>(0xc0 | (code >> 6));
-            *out += static_cast<char>(0x80 | (code & 0x3f));
-          } else {
-            *out += static_cast<char>(0xe0 | (code >> 12));
-            *out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
-            *out += static_cast<char>(0x80 | (code & 0x3f));
-          }
-          break;
-        }
-        default: return false;
-      }
-    }
-    return false;
-  }
-  bool Array(JsonValue* out, int depth) {
-    out->kind = JsonValue::kArray;
-    ++pos_;
-    SkipSpace();
-    if (Consume("]")) return true;
-    while (true) {
-      out->items.emplace_back();
-      if (!Value(&out->items.back(), depth + 1)) return false;
-      SkipSpace();
-      if (Consume("]")) return true;
-      if (!Consume(",")) return false;
-    }
-  }
-  bool Object(JsonValue* out, int depth) {
-    out->kind = JsonValue::kObject;
-    ++pos_;
-    SkipSpace();
-    if (Consume("}")) return true;
-    while (true) {
-      SkipSpace();
-      if (pos_ >= in_.size() || in_[pos_] != '"') return false;
-      std::string key;
-      if (!String(&key)) return false;
-      SkipSpace();
-      if (!Consume(":")) return false;
-      out->members.emplace_back(std::move(key), JsonValue{});
-      if (!Value(&out->members.back().second, depth + 1)) return false;
-      SkipSpace();
-      if (Consume("}")) return true;
-      if (!Consume(",")) return false;
-    }
-  }
-
-  std::string_view in_;
-  size_t pos_ = 0;
-};
-
-void PrintHumanStatus(const JsonValue& v, int indent) {
+void PrintHumanStatus(const Json& v, int indent) {
   const std::string pad(indent * 2, ' ');
-  auto scalar = [](const JsonValue& x) -> std::string {
-    switch (x.kind) {
-      case JsonValue::kNull: return "null";
-      case JsonValue::kBool: return x.boolean ? "yes" : "no";
-      default: return x.text;
-    }
-  };
-  auto print_member = [&](const std::string& name, const JsonValue& x) {
-    if (x.kind == JsonValue::kObject || x.kind == JsonValue::kArray) {
+  auto print_member = [&](const std::string& name, const Json& x) {
+    if (x.is_structured()) {
       std::printf("%s%s:\n", pad.c_str(), name.c_str());
       PrintHumanStatus(x, indent + 1);
     } else {
       std::string label = name;
       for (char& c : label) if (c == '_') c = ' ';
-      std::printf("%s%-28s %s\n", pad.c_str(), (label + ":").c_str(), scalar(x).c_str());
+      std::printf("%s%-28s %s\n", pad.c_str(), (label + ":").c_str(), Scalar(x).c_str());
     }
   };
-  if (v.kind == JsonValue::kObject) {
-    for (const auto& [name, x] : v.members) print_member(name, x);
-  } else if (v.kind == JsonValue::kArray) {
-    for (size_t i = 0; i < v.items.size(); ++i) print_member(absl::StrCat("[", i, "]"), v.items[i]);
+  if (v.is_object()) {
+    for (const auto& [name, x] : v.items()) print_member(name, x);
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i) print_member(absl::StrCat("[", i, "]"), v[i]);
   } else {
-    std::printf("%s%s\n", pad.c_str(), scalar(v).c_str());
+    std::printf("%s%s\n", pad.c_str(), Scalar(v).c_str());
   }
 }
 
@@ -603,22 +450,17 @@ std::string LabelValue(std::string_view s) {
 
 // Numbers and booleans become samples named walfs_<path>, the path's parts joined by
 // '_'; top-level strings become labels of one walfs_info sample.
-void FlattenPrometheus(const JsonValue& v, const std::string& path, std::string* out) {
-  switch (v.kind) {
-    case JsonValue::kObject:
-      for (const auto& [name, x] : v.members) {
-        FlattenPrometheus(x, absl::StrCat(path, "_", Sanitize(name)), out);
-      }
-      break;
-    case JsonValue::kArray:
-      for (size_t i = 0; i < v.items.size(); ++i) {
-        FlattenPrometheus(v.items[i], absl::StrCat(path, "_", i), out);
-      }
-      break;
-    case JsonValue::kNumber: absl::StrAppend(out, MetricName(path), " ", v.text, "\n"); break;
-    case JsonValue::kBool: absl::StrAppend(out, MetricName(path), " ", v.boolean ? 1 : 0, "\n"); break;
-    case JsonValue::kString:
-    case JsonValue::kNull: break;
+void FlattenPrometheus(const Json& v, const std::string& path, std::string* out) {
+  if (v.is_object()) {
+    for (const auto& [name, x] : v.items()) {
+      FlattenPrometheus(x, absl::StrCat(path, "_", Sanitize(name)), out);
+    }
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i) FlattenPrometheus(v[i], absl::StrCat(path, "_", i), out);
+  } else if (v.is_number()) {
+    absl::StrAppend(out, MetricName(path), " ", v.dump(), "\n");
+  } else if (v.is_boolean()) {
+    absl::StrAppend(out, MetricName(path), " ", v.get<bool>() ? 1 : 0, "\n");
   }
 }
 
@@ -650,16 +492,16 @@ int Status(const std::string& mountpoint, const std::string& format) {
     std::printf("%s\n", doc->c_str());
     return 0;
   }
-  JsonValue root;
-  if (!JsonParser(*doc).Parse(&root) || root.kind != JsonValue::kObject) {
+  const Json root = Json::parse(*doc, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) {
     return Fail(absl::StrCat("the status of ", mountpoint, " is not a JSON object: ", *doc));
   }
   if (format == "prometheus") {
     std::string out, labels;
-    for (const auto& [name, x] : root.members) {
-      if (x.kind != JsonValue::kString) continue;
+    for (const auto& [name, x] : root.items()) {
+      if (!x.is_string()) continue;
       absl::StrAppend(&labels, labels.empty() ? "" : ",", Sanitize(name), "=\"",
-                      LabelValue(x.text), "\"");
+                      LabelValue(x.get<std::string>()), "\"");
     }
     absl::StrAppend(&out, "walfs_info{", labels, "} 1\n");
     FlattenPrometheus(root, "", &out);
@@ -671,53 +513,70 @@ int Status(const std::string& mountpoint, const std::string& format) {
   return 0;
 }
 
+// Options may come before or after the command and its arguments (getopt_long permutes
+// argv); each is then checked against the command it was given with.
 int Run(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+  enum : int { kJson = 256, kPrometheus, kSalvage };
+  static const option kOptions[] = {
+      {"json", no_argument, nullptr, kJson},
+      {"prometheus", no_argument, nullptr, kPrometheus},
+      {"salvage", no_argument, nullptr, kSalvage},
+      {"help", no_argument, nullptr, 'h'},
+      {"version", no_argument, nullptr, 'V'},
+      {nullptr, 0, nullptr, 0},
+  };
+  bool json = false, prometheus = false, salvage = false;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, "hV", kOptions, nullptr)) != -1) {
+    switch (c) {
+      case kJson: json = true; break;
+      case kPrometheus: prometheus = true; break;
+      case kSalvage: salvage = true; break;
+      case 'h': std::fputs(kUsage, stdout); return 0;
+      case 'V': return PrintVersion(kProgram);
+      default: return UsageError(absl::StrCat("unknown option ", argv[optind - 1]));
+    }
+  }
+  std::vector<std::string> args(argv + optind, argv + argc);
   if (args.empty()) return UsageError("no command given");
   const std::string command = args[0];
   args.erase(args.begin());
-  if (command == "-h" || command == "--help" || command == "help") {
+  if (command == "help") {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  std::vector<std::string> positional;
-  std::vector<std::string> flags;
-  for (const std::string& a : args) {
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    (a.size() > 1 && a[0] == '-' ? flags : positional).push_back(a);
-  }
-  auto only_flags = [&](std::initializer_list<std::string_view> allowed) -> std::string {
-    for (const std::string& flag : flags) {
-      if (std::find(allowed.begin(), allowed.end(), flag) == allowed.end()) return flag;
-    }
-    return "";
+  // Options that the command does not take, by name, for the error message.
+  auto misplaced = [&](bool allow_json, bool allow_prometheus, bool allow_salvage) {
+    std::string bad;
+    if (json && !allow_json) bad = "--json";
+    if (prometheus && !allow_prometheus) bad = "--prometheus";
+    if (salvage && !allow_salvage) bad = "--salvage";
+    return bad;
   };
   if (command == "inspect") {
-    if (std::string bad = only_flags({"--json"}); !bad.empty()) {
-      return UsageError(absl::StrCat("unknown option ", bad, " for inspect"));
+    if (std::string bad = misplaced(true, false, false); !bad.empty()) {
+      return UsageError(absl::StrCat("inspect does not take ", bad));
     }
-    if (positional.size() != 1) return UsageError("inspect takes one POOL");
-    return Inspect(positional[0], !flags.empty());
+    if (args.size() != 1) return UsageError("inspect takes one POOL");
+    return Inspect(args[0], json);
   }
   if (command == "export") {
-    if (std::string bad = only_flags({"--salvage"}); !bad.empty()) {
-      return UsageError(absl::StrCat("unknown option ", bad, " for export"));
+    if (std::string bad = misplaced(false, false, true); !bad.empty()) {
+      return UsageError(absl::StrCat("export does not take ", bad));
     }
-    if (positional.size() != 2) return UsageError("export takes POOL and DIR");
-    return Export(positional[0], positional[1], !flags.empty());
+    if (args.size() != 2) return UsageError("export takes POOL and DIR");
+    return Export(args[0], args[1], salvage);
   }
   if (command == "status") {
-    if (std::string bad = only_flags({"--json", "--prometheus"}); !bad.empty()) {
-      return UsageError(absl::StrCat("unknown option ", bad, " for status"));
+    if (std::string bad = misplaced(true, true, false); !bad.empty()) {
+      return UsageError(absl::StrCat("status does not take ", bad));
     }
-    if (flags.size() > 1) return UsageError("--json and --prometheus exclude each other");
-    if (positional.size() != 1) return UsageError("status takes one MOUNTPOINT");
-    return Status(positional[0], flags.empty() ? "human" : flags[0].substr(2));
+    if (json && prometheus) return UsageError("--json and --prometheus exclude each other");
+    if (args.size() != 1) return UsageError("status takes one MOUNTPOINT");
+    return Status(args[0], json ? "json" : prometheus ? "prometheus" : "human");
   }
-  return UsageError(absl::StrCat("unknown command \"", command, "\""));
+  return UsageError(absl::StrCat("unknown command '", command, "'"));
 }
 
 }  // namespace

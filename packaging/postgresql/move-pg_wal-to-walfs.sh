@@ -47,8 +47,9 @@ usage() {
 usage: $me PGDATA POOL MOUNTPOINT SIZE
 
 Moves the WAL of the stopped PostgreSQL cluster in PGDATA onto a new walfs pool
-POOL of SIZE bytes (suffixes K, M, G), mounted at MOUNTPOINT. PGDATA/pg_wal becomes
-a symlink to MOUNTPOINT/pg_wal; the old directory is kept as PGDATA/pg_wal.pre-walfs.
+POOL of SIZE (as mkfs.walfs --size reads it: 4G = 4GB = 4GiB), mounted at
+MOUNTPOINT. PGDATA/pg_wal becomes a symlink to MOUNTPOINT/pg_wal; the old directory
+is kept as PGDATA/pg_wal.pre-walfs.
 EOF
 }
 

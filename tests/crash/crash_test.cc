@@ -502,7 +502,7 @@ std::string Pattern(size_t n, char seed) {
   return s;
 }
 
-// PostgreSQL's XLogFileInitInternal + durable_rename (POSTGRES_CONTRACT.md §2, §3).
+// PostgreSQL's XLogFileInitInternal (xlog.c) + durable_rename (fd.c).
 std::vector<Step> InstallSegment(const std::string& tmp, const std::string& seg) {
   std::vector<Step> steps = {Create(tmp)};
   for (auto& z : ZeroFill(tmp, kSegment, 256 << 10)) steps.push_back(std::move(z));

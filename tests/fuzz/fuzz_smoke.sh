@@ -9,12 +9,19 @@
 # WALFS_FUZZ_CORPUS (a directory to keep the grown corpus in; default: a scratch copy),
 # WALFS_FUZZ_JOBS (parallel build jobs, 2).
 set -euo pipefail
+case "${1:-}" in
+  -h|--help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  "") ;;
+  *) echo "fuzz_smoke.sh: unknown argument '$1'" >&2
+     echo "Try 'fuzz_smoke.sh --help' for more information." >&2; exit 1 ;;
+esac
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${WALFS_FUZZ_BUILD_DIR:-build-fuzz}
 SECONDS_TO_RUN=${WALFS_FUZZ_SECONDS:-60}
 
 command -v clang++ >/dev/null || { echo "fuzz_smoke: clang++ is missing (tools/install-deps.sh)" >&2; exit 1; }
-CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_FUZZ=ON >/dev/null
+CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_FUZZ=ON \
+  -DWALFS_WERROR=ON >/dev/null
 cmake --build "$BUILD_DIR" -j"${WALFS_FUZZ_JOBS:-2}" --target pool_fuzz pool_fuzz_seeds
 
 WORK=$(mktemp -d /tmp/walfs-fuzz.XXXXXX)

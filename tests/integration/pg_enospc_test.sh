@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A full pool: PostgreSQL fills a small walfs pool with WAL until a new segment finds no
-# room. POSTGRES_CONTRACT.md §4: any WAL write, fsync or open error inside a segment is a
+# room. In PostgreSQL (xlog.c) any WAL write, fsync or open error inside a segment is a
 # PANIC, so walfs may refuse space only at allocation time, and it allocates a segment's
 # whole extent when the file is created (xlogtemp.PID). Asserted, in each mode:
 #   - the only ENOSPC PostgreSQL reports is `could not create file "pg_wal/xlogtemp.N"`

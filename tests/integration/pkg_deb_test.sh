@@ -1,13 +1,20 @@
 #!/bin/bash
 # The Debian package: `cpack -G DEB` from the build directory, written to a scratch
 # directory (never the source tree), then checked without installing it:
+#   - lintian -EIL +pedantic reports no error and no warning (when lintian is installed);
 #   - control fields (name, version from project(), section, maintainer, Depends with
 #     fuse3 and the shared libraries the binaries link, maintainer scripts);
+#   - /usr/share/doc/walfs: the DEP-5 copyright file, the changelog (its newest entry is
+#     project()'s version), the README;
 #   - the file list: the four executables in /usr/sbin, every packaging/man/*.8 page
 #     gzipped in /usr/share/man/man8, the systemd unit and its helper, the PostgreSQL
 #     drop-in and mover, the examples;
 #   - extracted with dpkg -x: every executable runs (--help) with all its libraries
-#     found, the unit names paths that exist in the package, the man pages render.
+#     found, the unit names paths that exist in the package, the man pages render;
+#   - the maintainer scripts, run over a private /etc, /var/lib and /run with systemctl
+#     and deb-systemd-invoke stood in for: prerm stops running walfs@ instances on
+#     removal, refuses (saying why) while PostgreSQL or any process uses the mount, and
+#     stops nothing on upgrade; postrm disables instances on purge.
 source "$(dirname "$0")/lib/common.sh"
 
 command -v cpack >/dev/null || skip "cpack is missing"
@@ -53,7 +60,8 @@ field() { dpkg-deb -f "$DEB" "$1"; }
 [ "$(field Version)" = "$version" ] || fail "Version: $(field Version)"
 [ "$(field Section)" = admin ] || fail "Section: $(field Section)"
 [ "$(field Architecture)" = "$arch" ] || fail "Architecture: $(field Architecture)"
-[[ $(field Maintainer) == *"<"*"@"*">" ]] || fail "Maintainer: $(field Maintainer)"
+[[ $(field Maintainer) == *"<"*"@"*.*">" ]] || fail "Maintainer: $(field Maintainer)"
+[[ $(field Maintainer) != *@localhost* ]] || fail "Maintainer: $(field Maintainer)"
 desc=$(field Description)
 [[ $(head -1 <<<"$desc") == *"PostgreSQL"* ]] || fail "Description summary: $(head -1 <<<"$desc")"
 [ "$(grep -c "FUSE file system for PostgreSQL's pg_wal" <<<"$desc")" = 1 ] ||
@@ -66,8 +74,19 @@ done
 # (Lists are read whole before grep: with pipefail, grep -q closing a pipe early would
 # fail the writer with SIGPIPE.)
 control=$(dpkg-deb --ctrl-tarfile "$DEB" | tar -t)
-grep -qx './postinst' <<<"$control" || fail "no postinst"
-grep -qx './postrm' <<<"$control" || fail "no postrm"
+for script in postinst prerm postrm; do
+  grep -qx "./$script" <<<"$control" || fail "no $script"
+done
+
+# --- lintian, as a Debian reviewer runs it: no error, no warning (informational and
+# pedantic tags are shown, not counted).
+if command -v lintian >/dev/null; then
+  lintian_out=$(lintian -EIL +pedantic --allow-root "$DEB" 2>&1) || true
+  log "lintian: ${lintian_out:-clean}"
+  if grep -E '^[EW]: ' <<<"$lintian_out"; then fail "lintian reports errors or warnings"; fi
+else
+  log "lintian is missing (tools/install-deps.sh installs it): not run"
+fi
 
 # --- file list
 dpkg-deb -c "$DEB" | awk '{print $1, $NF}' >"$WORK/contents"
@@ -88,6 +107,9 @@ has /usr/share/walfs/postgresql/walfs.conf
 is_exec /usr/share/walfs/postgresql/move-pg_wal-to-walfs.sh
 has /usr/share/doc/walfs/examples/15-main.conf.example
 has /usr/share/doc/walfs/examples/fstab.example
+has /usr/share/doc/walfs/copyright
+has /usr/share/doc/walfs/changelog.gz
+has /usr/share/doc/walfs/README.md.gz
 # Nothing outside /usr (the package ships no conffiles; postinst makes /etc/walfs).
 if awk '{print $2}' "$WORK/contents" | grep -v '^\./$' | grep -v '^\./usr/'; then
   fail "files outside /usr"
@@ -98,6 +120,13 @@ if grep -Ei 'test|bench' "$WORK/contents"; then fail "test or benchmark files in
 # --- extracted
 ROOT=$WORK/root
 dpkg-deb -x "$DEB" "$ROOT"
+DOC=$ROOT/usr/share/doc/walfs
+head -1 "$DOC/copyright" | grep -qx 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' ||
+  fail "copyright is not DEP-5: $(head -1 "$DOC/copyright")"
+changelog_version=$(zcat "$DOC/changelog.gz" | sed -n '1s/^walfs (\([^)]*\)).*/\1/p')
+[ "$changelog_version" = "$version" ] ||
+  fail "the changelog's newest entry is '$changelog_version', the package is $version (add an entry to packaging/debian/changelog)"
+zcat "$DOC/README.md.gz" | cmp -s - "$WALFS_SOURCE_DIR/README.md" || fail "README.md.gz is not the README"
 for exe in walfs mkfs.walfs fsck.walfs walfsctl; do
   bin=$ROOT/usr/sbin/$exe
   libs=$(ldd "$bin")
@@ -126,8 +155,9 @@ for path in $(grep -Eo '^Exec[A-Za-z]*=[-+!@:]*/[^ ]+' "$unit" | sed 's/^[^=]*=[
 done
 sh -n "$ROOT/usr/libexec/walfs/walfs-prestart" || fail "walfs-prestart: syntax"
 bash -n "$ROOT/usr/share/walfs/postgresql/move-pg_wal-to-walfs.sh" || fail "mover: syntax"
-dpkg-deb --ctrl-tarfile "$DEB" | tar -x -C "$WORK" ./postinst ./postrm
-sh -n "$WORK/postinst" && sh -n "$WORK/postrm" || fail "maintainer scripts: syntax"
+dpkg-deb --ctrl-tarfile "$DEB" | tar -x -C "$WORK" ./postinst ./prerm ./postrm
+sh -n "$WORK/postinst" && sh -n "$WORK/prerm" && sh -n "$WORK/postrm" ||
+  fail "maintainer scripts: syntax"
 # The maintainer scripts, run for real in a private mount namespace over empty /etc and
 # /var/lib (tmpfs, visible to nothing else): configure makes /etc/walfs and
 # /var/lib/walfs and mentions user_allow_other only when fuse.conf lacks it; purge
@@ -150,6 +180,59 @@ if command -v unshare >/dev/null && unshare -m --propagation private true 2>/dev
     rm /var/lib/walfs/keep.pool
     sh "$work/postrm" purge
     [ ! -e /var/lib/walfs ] || { echo "purge kept the empty /var/lib/walfs"; exit 1; }
+
+    # prerm and postrm with systemd "running": /run/systemd/system exists, and systemctl
+    # and deb-systemd-invoke are stand-ins that report one running instance, 15-main,
+    # serving $mnt (a directory here), and record what they are asked to do.
+    mount -t tmpfs tmpfs /run
+    mkdir -p /run/systemd/system "$work/stub" /etc/systemd/system/multi-user.target.wants
+    mnt=$work/wal-mount
+    mkdir -p "$mnt"
+    cat >"$work/stub/systemctl" <<EOF
+#!/bin/sh
+echo "systemctl \$*" >>"$work/calls"
+case "\$1" in
+  list-units) echo "walfs@15-main.service loaded active running walfs WAL file system for 15-main" ;;
+  show) echo "serving $mnt" ;;
+  is-active) cat "$work/pg-state" 2>/dev/null || echo inactive ;;
+esac
+exit 0
+EOF
+    printf "#!/bin/sh\necho \"deb-systemd-invoke \$*\" >>\"$work/calls\"\n" >"$work/stub/deb-systemd-invoke"
+    chmod +x "$work/stub/systemctl" "$work/stub/deb-systemd-invoke"
+    export PATH=$work/stub:$PATH
+    stopped() { grep -q "^deb-systemd-invoke stop walfs@15-main.service" "$work/calls" 2>/dev/null; }
+
+    # The cluster runs: removal refused, the cluster named, nothing stopped.
+    echo active >"$work/pg-state"
+    if out=$(sh "$work/prerm" remove 2>&1); then echo "prerm removed walfs under a running cluster: $out"; exit 1; fi
+    case $out in *postgresql@15-main*stop*) ;; *) echo "prerm refusal does not say what to stop: $out"; exit 1 ;; esac
+    ! stopped || { echo "prerm stopped the instance under a running cluster"; exit 1; }
+    # A process works in the mount: refused, the process named.
+    echo inactive >"$work/pg-state"
+    (cd "$mnt" && exec sleep 30) &
+    user=$!
+    sleep 0.2
+    if out=$(sh "$work/prerm" remove 2>&1); then echo "prerm removed walfs under a user of the mount: $out"; exit 1; fi
+    case $out in *"sleep (pid $user)"*) ;; *) echo "prerm refusal does not name the process: $out"; exit 1 ;; esac
+    ! stopped || { echo "prerm stopped the instance under a user of the mount"; exit 1; }
+    kill $user
+    wait $user 2>/dev/null || true
+    # An upgrade stops nothing.
+    sh "$work/prerm" upgrade 0.1.0 >/dev/null
+    ! stopped || { echo "prerm stopped the instance on upgrade"; exit 1; }
+    # Nobody uses it: stopped, and said so.
+    out=$(sh "$work/prerm" remove)
+    stopped || { echo "prerm did not stop the idle instance: $(cat "$work/calls")"; exit 1; }
+    case $out in *"stopped walfs@15-main.service and unmounted $mnt"*) ;; *) echo "prerm says: $out"; exit 1 ;; esac
+    # Purge disables instances (their enablement links) and nothing else.
+    ln -s /usr/lib/systemd/system/walfs@.service /etc/systemd/system/multi-user.target.wants/walfs@15-main.service
+    ln -s /usr/lib/systemd/system/other.service /etc/systemd/system/multi-user.target.wants/other.service
+    sh "$work/postrm" purge
+    [ ! -L /etc/systemd/system/multi-user.target.wants/walfs@15-main.service ] ||
+      { echo "purge left walfs@15-main enabled"; exit 1; }
+    [ -L /etc/systemd/system/multi-user.target.wants/other.service ] ||
+      { echo "purge removed another unit link"; exit 1; }
   ' _ "$WORK" >"$WORK/maint.log" 2>&1 || fail "maintainer scripts: $(cat "$WORK/maint.log")"
 else
   log "no mount namespace: maintainer scripts only syntax-checked"

@@ -38,7 +38,8 @@ expect_out "uuid"
 expect_out "64.00 MiB"
 [ "$(file_size "$W/a.pool")" = $((64 << 20)) ] || fail "64M is not 64 MiB"
 [ "$(stat -c %a "$W/a.pool")" = 600 ] || fail "new pool is not mode 0600"
-for spec in 67108864 65536K 65536k 64MiB 64m; do
+# One size syntax for every program (core/byte_size.h): every suffix is 1024-based.
+for spec in 67108864 65536K 65536k 65536KB 64MiB 64m 64MB 64mb; do
   rm -f "$W/s.pool"
   expect_rc 0 "$MKFS" -q --size "$spec" "$W/s.pool"
   [ "$(file_size "$W/s.pool")" = $((64 << 20)) ] || fail "--size $spec is not 64 MiB"
@@ -47,9 +48,11 @@ rm -f "$W/s.pool"
 expect_rc 0 "$MKFS" -q -s 1GiB "$W/s.pool"
 [ "$(file_size "$W/s.pool")" = $((1 << 30)) ] || fail "1GiB is not 2^30"
 rm -f "$W/s.pool"
-for bad in "" 12Q 1.5G -5 M 64MB 99999999999999999999; do
+for bad in "" 12Q 1.5G -5 M 64MBB 99999999999999999999; do
   expect_rc 1 "$MKFS" --size "$bad" "$W/bad.pool"
   expect_err "bad size"
+  expect_err "64M, 64MB, 64MiB, 512k"
+  expect_err "Try 'mkfs.walfs --help'"
 done
 [ ! -e "$W/bad.pool" ] || fail "a refused mkfs left a file"
 expect_rc 1 "$MKFS" "$W/nosize.pool"
@@ -66,6 +69,8 @@ for bad in 3M 512K 2G 0 1000000; do
 done
 expect_rc 0 "$MKFS" --size 64M --segment-size 1M "$W/seg.pool"
 expect_out "1.00 MiB"
+expect_rc 0 "$MKFS" --force --size 64M --segment-size 16MB "$W/seg.pool"
+expect_out "16.00 MiB"
 expect_rc 0 "$MKFS" --force --size 256M --segment-size 64M "$W/seg.pool"
 expect_out "64.00 MiB"
 
@@ -189,9 +194,16 @@ expect_out '"segment_size":16777216'
 if command -v jq >/dev/null; then
   jq -e '.report.usage.inodes_live == 1' "$OUT" >/dev/null || fail "inspect --json is not what jq expects"
 fi
-expect_rc 2 "$WALFSCTL" inspect
-expect_rc 2 "$WALFSCTL" inspect --yaml "$W/a.pool"
-expect_rc 2 "$WALFSCTL"
+# Usage errors exit 1, as the e2fsprogs tools; options may come before the command.
+expect_rc 1 "$WALFSCTL" inspect
+expect_err "Try 'walfsctl --help'"
+expect_rc 1 "$WALFSCTL" inspect --yaml "$W/a.pool"
+expect_err "unknown option --yaml"
+expect_rc 1 "$WALFSCTL"
+expect_rc 1 "$WALFSCTL" inspect --salvage "$W/a.pool"
+expect_err "inspect does not take --salvage"
+expect_rc 0 "$WALFSCTL" --json inspect "$W/a.pool"
+expect_out '"clean":true'
 expect_rc 1 "$WALFSCTL" inspect "$W/missing.pool"
 
 log "walfsctl export of an empty pool"
@@ -199,12 +211,14 @@ expect_rc 0 "$WALFSCTL" export "$W/a.pool" "$W/export-empty"
 [ -d "$W/export-empty" ] || fail "export did not create its directory"
 [ -z "$(ls -A "$W/export-empty")" ] || fail "export of an empty pool is not empty"
 [ "$(stat -c %a "$W/export-empty")" = 755 ] || fail "root directory mode not kept"
-expect_rc 2 "$WALFSCTL" export "$W/a.pool"
+expect_rc 1 "$WALFSCTL" export "$W/a.pool"
+expect_err "export takes POOL and DIR"
 
 log "walfsctl status"
 expect_rc 1 "$WALFSCTL" status "$W"
 expect_err "not a walfs mount"
-expect_rc 2 "$WALFSCTL" status "$W" --json --prometheus
+expect_rc 1 "$WALFSCTL" status "$W" --json --prometheus
+expect_err "exclude each other"
 # The status document is an xattr: any file carrying one stands in for a mount.
 if command -v python3 >/dev/null && python3 - "$W/fake-mount" <<'PY'
 import os, sys
@@ -221,7 +235,7 @@ then
   expect_out "write bytes: *40960"
   expect_rc 0 "$WALFSCTL" status "$W/fake-mount" --json
   expect_out '"region":"/dev/dax0.0"'
-  expect_rc 0 "$WALFSCTL" status --prometheus "$W/fake-mount"
+  expect_rc 0 "$WALFSCTL" --prometheus status "$W/fake-mount"
   expect_out '^walfs_info{mode="pmem",region="/dev/dax0.0"} 1$'
   expect_out '^walfs_counters_writes 5$'
   expect_out '^walfs_statfs_free_blocks 60$'

@@ -309,6 +309,11 @@ const std::vector<Kind>& Kinds() {
 }
 
 int Run(int argc, char** argv) {
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf("Usage: walfs_damage POOL KIND\n"
+                "Damages an unmounted pool one named way, for tests; --list names the kinds.\n");
+    return 0;
+  }
   if (argc == 2 && std::strcmp(argv[1], "--list") == 0) {
     for (const Kind& k : Kinds()) std::printf("%-18s %s\n", k.name, k.what);
     return 0;

@@ -194,6 +194,64 @@ TEST(FsOptionsTest, PowerCutSimulationIsOptInAndNotAKernelOption) {
       << o.status();
 }
 
+// fuse_opt_parse reads -o lists: '\,' is a comma inside a value, '\\' a backslash.
+TEST(FsOptionsTest, OptionListsAreSplitAsLibfuseSplitsThem) {
+  absl::StatusOr<Options> o =
+      Parse({"/p", "/m", "-o", "fsname=pool\\,one,subtype=a\\\\b", "-oro"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->fsname, "pool,one");
+  EXPECT_EQ(o->subtype, "a\\b");
+  EXPECT_TRUE(o->read_only);
+  // Escaped again on the way to fuse_session_new.
+  EXPECT_EQ(FuseSessionArgs(*o)[2], "fsname=pool\\,one,subtype=a\\\\b,default_permissions,ro");
+  // An empty option between commas is nothing; '--' ends the options.
+  o = Parse({"-o", ",allow_other,", "--", "/p", "-m"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->allow_other);
+  EXPECT_TRUE(o->mountpoint.ends_with("/-m")) << "after --, -m is the mount point";
+  o = Parse({"/p", "/m", "-o", "-x"});
+  ASSERT_FALSE(o.ok());
+}
+
+// As sshfs: both go to libfuse, which mounts accordingly.
+TEST(FsOptionsTest, AllowRootAndAutoUnmount) {
+  absl::StatusOr<Options> o = Parse({"/p", "/m", "-o", "allow_root,auto_unmount"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->allow_root);
+  EXPECT_TRUE(o->auto_unmount);
+  EXPECT_FALSE(o->allow_other);
+  EXPECT_EQ(FuseSessionArgs(*o)[2],
+            "fsname=/p,subtype=walfs,default_permissions,allow_root,auto_unmount");
+  o = Parse({"/p", "/m", "-o", "allow_root,allow_other"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("allow_other and allow_root"), std::string::npos)
+      << o.status();
+  EXPECT_FALSE(Parse({"/p", "/m", "-o", "auto_unmount=1"}).ok());
+}
+
+// max_write takes the sizes every walfs program takes (core/byte_size.h).
+TEST(FsOptionsTest, MaxWriteSizes) {
+  for (const char* spec : {"max_write=64K", "max_write=64KB", "max_write=64KiB",
+                           "max_write=64k", "max_write=65536"}) {
+    absl::StatusOr<Options> o = Parse({"/p", "/m", "-o", spec});
+    ASSERT_TRUE(o.ok()) << spec << ": " << o.status();
+    EXPECT_EQ(o->max_write, 65536u) << spec;
+  }
+  absl::StatusOr<Options> o = Parse({"/p", "/m", "-o", "max_write=512k"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_write, 512u * 1024);
+  o = Parse({"/p", "/m", "-o", "max_write=1MB"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_write, 1u << 20);
+  o = Parse({"/p", "/m", "-o", "max_write=64Q"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("64M, 64MB, 64MiB, 512k"), std::string::npos)
+      << o.status();
+  o = Parse({"/p", "/m", "-o", "max_write=2M"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("4K to 1M"), std::string::npos) << o.status();
+}
+
 TEST(FsOptionsTest, SessionArgsAlwaysDefaultPermissions) {
   absl::StatusOr<Options> o = Parse({"/pools/a,b", "/m", "-o", "allow_other,ro,noexec", "-d"});
   ASSERT_TRUE(o.ok());

@@ -321,7 +321,7 @@ TEST_F(WalDirectoryTest, NameValidation) {
 
 TEST_F(WalDirectoryTest, ReaddirCookiesStableWhileEntriesChange) {
   for (int i = 0; i < 40; ++i) {
-    ASSERT_TRUE(dir_->Create(kRootInode, "f" + std::to_string(i), 0600, kUser, true).ok());
+    ASSERT_TRUE(dir_->Create(kRootInode, absl::StrCat("f", i), 0600, kUser, true).ok());
   }
   std::vector<std::string> seen;
   uint64_t cookie = 0;
@@ -340,7 +340,7 @@ TEST_F(WalDirectoryTest, ReaddirCookiesStableWhileEntriesChange) {
       // Mid-scan: rename and unlink entries the scan has not reached and some it has.
       mutated = true;
       for (int i = 0; i < 40; i += 5) {
-        const std::string n = "f" + std::to_string(i);
+        const std::string n = absl::StrCat("f", i);
         if (std::find(seen.begin(), seen.end(), n) == seen.end()) continue;
         ASSERT_TRUE(dir_->Unlink(kRootInode, n).ok());
       }
@@ -349,7 +349,7 @@ TEST_F(WalDirectoryTest, ReaddirCookiesStableWhileEntriesChange) {
   }
   std::multiset<std::string> counts(seen.begin(), seen.end());
   for (int i = 0; i < 39; ++i) {
-    const std::string n = "f" + std::to_string(i);
+    const std::string n = absl::StrCat("f", i);
     EXPECT_EQ(counts.count(n), 1u) << n << " must appear exactly once";
   }
   EXPECT_EQ(counts.count("f39") + counts.count("renamed"), 1u);
@@ -724,7 +724,7 @@ TEST(WalDirectoryConcurrency, ParallelWritersAndNamespaceChanges) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 20; ++i) {
-        const std::string name = "t" + std::to_string(t) + "_" + std::to_string(i);
+        const std::string name = absl::StrCat("t", t, "_", i);
         auto f = dir->Create(kRootInode, name, 0600, kUser, true);
         ASSERT_TRUE(f.ok()) << f.status();
         const std::string data(3000 + i * 100, static_cast<char>('a' + t));
@@ -792,7 +792,7 @@ TEST(WalDirectoryCorruption, RandomDamageNeverCrashes) {
     auto dir = testing::OpenImage(testing::FormattedImage(8 << 20, 64), true, &bytes);
     auto d = dir->Mkdir(kRootInode, "archive_status", 0700, kUser);
     for (int i = 0; i < 6; ++i) {
-      auto f = dir->Create(i % 2 ? d->ino : kRootInode, "f" + std::to_string(i), 0600, kUser,
+      auto f = dir->Create(i % 2 ? d->ino : kRootInode, absl::StrCat("f", i), 0600, kUser,
                            true);
       ASSERT_TRUE(dir->Write(f->ino, 0, testing::Bytes(std::string(5000 * i + 1, 'x')), false)
                       .ok());

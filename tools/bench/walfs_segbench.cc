@@ -10,7 +10,8 @@
 //   recycle: durable_rename(old segment, future segment name).
 //   durable_rename(a, b) = fsync(a); rename(a, b); fsync(b); fsync(dir).
 //
-// Usage: walfs_segbench DIR [--segments N] [--segment-size BYTES]
+// Usage: walfs_segbench DIR [--segments N] [--segment-size SIZE]   (SIZE as
+// core/byte_size.h reads it: 16M, 16MiB, 16777216)
 // Prints "key value" lines (times in microseconds per segment) for tools/bench/run.sh.
 // Every file it makes is removed before it exits, also when a step fails.
 #include <fcntl.h>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/byte_size.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 
@@ -214,20 +216,28 @@ absl::Status Run(const std::string& dir, int segments, uint64_t segment_size) {
 
 int Main(int argc, char** argv) {
   const char* usage =
-      "usage: walfs_segbench DIR [--segments N] [--segment-size BYTES]\n";
+      "Usage: walfs_segbench DIR [--segments N] [--segment-size SIZE]\n"
+      "Times PostgreSQL's WAL segment create, recycle and remove in DIR (default: 8\n"
+      "segments of 16M; SIZE a power of two >= 8K, e.g. 16M, 16MB, 16MiB).\n";
   std::string dir;
   int segments = 8;
   uint64_t segment_size = 16 << 20;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
     if (arg == "--segments" && i + 1 < argc) {
       if (!absl::SimpleAtoi(argv[++i], &segments) || segments < 1) {
         std::fputs(usage, stderr);
         return 2;
       }
     } else if (arg == "--segment-size" && i + 1 < argc) {
-      if (!absl::SimpleAtoi(argv[++i], &segment_size) || segment_size < kPageSize ||
-          segment_size % kPageSize != 0 || (segment_size & (segment_size - 1)) != 0) {
+      absl::StatusOr<uint64_t> size = core::ParseByteSize(argv[++i]);
+      if (size.ok()) segment_size = *size;
+      if (!size.ok() || segment_size < kPageSize || segment_size % kPageSize != 0 ||
+          (segment_size & (segment_size - 1)) != 0) {
         std::fputs("walfs_segbench: --segment-size must be a power of two >= 8192\n",
                    stderr);
         return 2;

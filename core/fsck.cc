@@ -1052,8 +1052,13 @@ class Checker {
     while (!stack.empty()) {
       auto [ino, path] = std::move(stack.back());
       stack.pop_back();
+      const InodeRecord record = ReadInode(ino);
       report_->files_list.push_back(
-          FsckFile{path, ino, ReadInode(ino), inodes_[ino].slot == Slot::kCorrupt});
+          FsckFile{path, ino, record, inodes_[ino].slot == Slot::kCorrupt});
+      // Only a directory has children. Entries that name anything else as their parent
+      // (damage, or a crafted pool) are not listed: below a symlink, such a path would
+      // lead an export wherever the symlink points.
+      if (record.type != InodeType::kDirectory) continue;
       auto it = children.find(ino);
       if (it == children.end()) continue;
       for (const Link* l : it->second) {

@@ -107,6 +107,10 @@ inline constexpr uint32_t kMaxExtents = 26;
 
 // InodeRecord.flags
 inline constexpr uint32_t kInodeFlagSegment = 1u << 0;  // got a segment extent at create
+// fallocate(FALLOC_FL_KEEP_SIZE) allocated past EOF on purpose: the blocks stay until a
+// truncate, instead of being trimmed to the size when the file is closed. Pools written
+// before this flag existed simply never have it set.
+inline constexpr uint32_t kInodeFlagPreallocated = 1u << 1;
 
 // A symlink's target is stored inline in the bytes of `extents` (extent_count 0, size =
 // target length), so creating one is a single metadata transaction.

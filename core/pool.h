@@ -81,6 +81,7 @@ class Pool {
   absl::Status Fsync(InodeId ino, bool datasync);
   absl::Status FsyncDir(InodeId ino);
   absl::Status Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags);
+  absl::Status Release(InodeId ino);
   absl::StatusOr<Lease> AcquireLease(InodeId ino, bool renew);
   absl::Status ReleaseLease(InodeId ino);
   absl::Status Readdir(InodeId ino, uint64_t cookie,
@@ -166,7 +167,14 @@ class Pool {
   void Touch(uint64_t ino, bool mtime) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsAncestor(uint64_t dir, uint64_t of) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Gives `in` blocks until its extents cover `bytes`; ENOSPC/EFBIG when impossible.
+  // Files other than segments may get up to twice what they need (TrimBlocks gives the
+  // rest back).
   absl::Status Grow(Inode& in, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leaves `ino` owning only its first `keep` blocks (never fewer than its leases cover):
+  // the rest move in txn to a carrier orphan appended to `reclaim`, which the caller
+  // reclaims after committing txn with `ino`'s record.
+  void TrimBlocks(uint64_t ino, uint64_t keep, Transaction& txn,
+                  std::vector<uint64_t>& reclaim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets a regular file's size in txn (growing: allocates; shrinking: moves whole blocks
   // past the end to a carrier orphan appended to `reclaim`). The caller commits, then
   // calls ZeroPendingTail to zero the bytes past the new EOF.

@@ -77,6 +77,7 @@ absl::Status WalDirectory::Fallocate(InodeId ino, uint64_t offset, uint64_t leng
                                      uint32_t flags) {
   return pool_->Fallocate(ino, offset, length, flags);
 }
+absl::Status WalDirectory::Release(InodeId ino) { return pool_->Release(ino); }
 absl::Status WalDirectory::Readdir(InodeId ino, uint64_t cookie,
                                    const std::function<bool(const DirEntry&)>& fn) {
   return pool_->Readdir(ino, cookie, fn);

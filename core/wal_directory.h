@@ -189,6 +189,10 @@ class WalDirectory {
   // Directory metadata is already durable; kept for symmetry and counters.
   absl::Status FsyncDir(InodeId ino);
   absl::Status Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags);
+  // An open file was closed (FUSE RELEASE): its pending times are committed, and a file
+  // that is neither a WAL segment nor preallocated (fallocate KEEP_SIZE) gives back the
+  // blocks it holds past its size (growth allocates ahead, Grow).
+  absl::Status Release(InodeId ino);
 
   // Direct access (the daemon side of fs/lease_protocol.h). Grants a lease on the
   // regular file `ino`: its bytes [0, size) with size = the file's size now, which is

@@ -432,6 +432,12 @@ void WalfsRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!s.ok()) Log(LOG_ERR, "release of the lease on inode %lu: %s",
                      static_cast<unsigned long>(ino), s.ToString().c_str());
   }
+  // Pending times are committed and allocation ahead of the file's end is given back.
+  // Nobody waits on the outcome (close(2) has returned): a failure is logged, and what
+  // it left is recovered at the next open.
+  absl::Status s = GetServer(req).dir().Release(ino);
+  if (!s.ok()) Log(LOG_ERR, "release of inode %lu: %s", static_cast<unsigned long>(ino),
+                   s.ToString().c_str());
   delete handle;
   fuse_reply_err(req, 0);
 }

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -455,6 +456,91 @@ TEST_F(WalDirectoryTest, LargeFileSpansExtentsAndReadsBackExactly) {
   std::string tail(100, '\0');
   auto n = dir_->Read(f->ino, data.size() - 40, absl::MakeSpan(tail));
   EXPECT_EQ(*n, 40u) << "short only at EOF";
+}
+
+// A file written in 1 MiB appends (dd bs=1M) gets all the free space there is: the
+// allocation falls back to the largest free run instead of one small extent per write,
+// which ran into the extent limit at about half the pool.
+TEST(WalDirectoryAllocation, GrowingFileUsesTheWholePool) {
+  auto dir = OpenImage(FormattedImage(64 << 20));
+  auto f = dir->Create(kRootInode, "big", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  const uint64_t total = dir->Statfs().total_blocks * 4096;
+  const std::string chunk(1 << 20, 'b');
+  uint64_t written = 0;
+  for (;;) {
+    auto n = dir->Write(f->ino, written, Bytes(chunk), false);
+    if (!n.ok()) {
+      // EFBIG once the file would be larger than the whole data area.
+      EXPECT_TRUE(Errno(n) == ENOSPC || Errno(n) == EFBIG) << n.status();
+      break;
+    }
+    written += *n;
+    ASSERT_LE(written, total);
+  }
+  EXPECT_GT(written + chunk.size(), total) << "ENOSPC with " << dir->Statfs().free_blocks
+                                           << " blocks free";
+  EXPECT_LT(dir->Statfs().free_blocks * 4096, chunk.size());
+  EXPECT_TRUE(dir->Close().ok());
+}
+
+// Allocation ahead of a growing file is given back when the file is truncated to its
+// own size.
+TEST_F(WalDirectoryTest, TruncateToTheSameSizeTrimsOverAllocation) {
+  auto f = dir_->Create(kRootInode, "copy", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  const std::string chunk(65536, 'c');
+  for (uint64_t off = 0; off < 300 * 1024; off += chunk.size()) {
+    ASSERT_TRUE(dir_->Write(f->ino, off, Bytes(chunk), false).ok());
+  }
+  const uint64_t size = dir_->GetAttr(f->ino)->size;
+  ASSERT_EQ(size, 320u * 1024);
+  SetattrRequest same;
+  same.size = size;
+  ASSERT_TRUE(dir_->Setattr(f->ino, same).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->blocks, size / 512);
+  EXPECT_EQ(ReadAll(*dir_, f->ino), std::string(size, 'c'));
+}
+
+// What growth allocated ahead of a file's end goes back when it is closed; deliberate
+// preallocation (fallocate KEEP_SIZE) and a segment's extent stay. Release also makes
+// the last write's times durable.
+TEST_F(WalDirectoryTest, ReleaseTrimsGrowthAheadOfTheEndAndCommitsTimes) {
+  auto f = dir_->Create(kRootInode, "copy", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  const std::string chunk(65536, 'c');
+  for (uint64_t off = 0; off < 300 * 1024; off += chunk.size()) {
+    ASSERT_TRUE(dir_->Write(f->ino, off, Bytes(chunk), false).ok());
+  }
+  ASSERT_GT(dir_->GetAttr(f->ino)->blocks, 320u * 1024 / 512);
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("last"), false).ok());
+  const int64_t mtime = dir_->GetAttr(f->ino)->mtime_ns;
+  ASSERT_TRUE(dir_->Release(f->ino).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->blocks, 320u * 1024 / 512);
+
+  auto fa = dir_->Create(kRootInode, "fa", 0600, kUser, true);
+  ASSERT_TRUE(dir_->Fallocate(fa->ino, 0, 1 << 20, kFallocateKeepSize).ok());
+  EXPECT_EQ(dir_->GetAttr(fa->ino)->blocks, (1u << 20) / 512) << "fallocate allocates what it is asked";
+  ASSERT_TRUE(dir_->Write(fa->ino, 0, Bytes("x"), false).ok());
+  ASSERT_TRUE(dir_->Release(fa->ino).ok());
+  EXPECT_EQ(dir_->GetAttr(fa->ino)->blocks, (1u << 20) / 512);
+
+  auto seg = dir_->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(dir_->Write(seg->ino, 0, Bytes("page"), false).ok());
+  ASSERT_TRUE(dir_->Release(seg->ino).ok());
+  EXPECT_EQ(dir_->GetAttr(seg->ino)->blocks, kTestSegment / 512);
+
+  Reopen();
+  auto c = dir_->Lookup(kRootInode, "copy");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->blocks, 320u * 1024 / 512);
+  EXPECT_EQ(c->mtime_ns, mtime);
+  EXPECT_EQ(dir_->Lookup(kRootInode, "fa")->blocks, (1u << 20) / 512);
+  // A truncate gives back preallocation too.
+  SetattrRequest same;
+  same.size = 1;
+  ASSERT_TRUE(dir_->Setattr(dir_->Lookup(kRootInode, "fa")->ino, same).ok());
+  EXPECT_EQ(dir_->Lookup(kRootInode, "fa")->blocks, 8u);
 }
 
 TEST(WalDirectoryMsync, SizeIsDurableOnlyAfterFsync) {

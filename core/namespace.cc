@@ -330,8 +330,6 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
       }
       PutDirent(txn, src_slot, parent, dst_ino, name);
       PutDirent(txn, dst_slot, new_parent, src_ino, new_name);
-      Touch(dst_ino, false);
-      PutInode(txn, dst_ino);
     } else {
       if (target_exists) {
         Inode& dst = *inodes_[dst_ino];
@@ -366,6 +364,25 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
         ++(*dst_dir)->rec.nlink;
       }
     }
+    // A file created under a segment name that leaves segment names gives its segment
+    // extent back: PostgreSQL writes timeline history files as xlogtemp.<pid> and renames
+    // them, and each would otherwise hold a whole segment.
+    auto settle = [&](uint64_t ino, std::string_view its_name) {
+      auto& r = inodes_[ino]->rec;
+      if (r.type != format::InodeType::kRegular || !(r.flags & format::kInodeFlagSegment) ||
+          IsWalSegmentName(its_name)) {
+        return;
+      }
+      r.flags &= ~format::kInodeFlagSegment;
+      TrimBlocks(ino, format::AlignUp(r.size, format::kBlockSize) / format::kBlockSize, txn,
+                 reclaim);
+    };
+    if (flags & kRenameExchange) {
+      settle(dst_ino, name);
+      Touch(dst_ino, false);
+      PutInode(txn, dst_ino);
+    }
+    settle(src_ino, new_name);
     Touch(src_ino, false);
     PutInode(txn, src_ino);
     Touch(parent, true);

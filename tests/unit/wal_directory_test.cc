@@ -543,6 +543,29 @@ TEST_F(WalDirectoryTest, ReleaseTrimsGrowthAheadOfTheEndAndCommitsTimes) {
   EXPECT_EQ(dir_->Lookup(kRootInode, "fa")->blocks, 8u);
 }
 
+// PostgreSQL writes a timeline history file as xlogtemp.<pid> and renames it: the
+// segment extent the temporary name got must not stay with the small file.
+TEST_F(WalDirectoryTest, HistoryFileWrittenThroughXlogtempKeepsOnlyItsBlocks) {
+  const uint64_t free0 = dir_->Statfs().free_blocks;
+  auto tmp = dir_->Create(kRootInode, "xlogtemp.4242", 0600, kUser, true);
+  ASSERT_TRUE(tmp.ok());
+  const std::string history = "1\t0/3000060\tno recovery target specified\n";
+  ASSERT_TRUE(dir_->Write(tmp->ino, 0, Bytes(history), true).ok());
+  ASSERT_TRUE(dir_->Fsync(tmp->ino, false).ok());
+  ASSERT_TRUE(dir_->Rename(kRootInode, "xlogtemp.4242", kRootInode, "00000002.history", 0).ok());
+  EXPECT_EQ(dir_->GetAttr(tmp->ino)->blocks, 8u);
+  EXPECT_EQ(dir_->Statfs().free_blocks, free0 - 1);
+  EXPECT_EQ(ReadAll(*dir_, tmp->ino), history);
+  Reopen();
+  auto h = dir_->Lookup(kRootInode, "00000002.history");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->blocks, 8u);
+  EXPECT_EQ(ReadAll(*dir_, h->ino), history);
+  // Growing it again is an ordinary file's growth, not a segment's.
+  ASSERT_TRUE(dir_->Write(h->ino, history.size(), Bytes("more"), false).ok());
+  EXPECT_LT(dir_->GetAttr(h->ino)->blocks, kTestSegment / 512);
+}
+
 TEST(WalDirectoryMsync, SizeIsDurableOnlyAfterFsync) {
   std::string* bytes = nullptr;
   auto dir = OpenImage(FormattedImage(), false, &bytes);

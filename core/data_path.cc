@@ -203,7 +203,7 @@ absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char>
 }
 
 absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
-                                   bool sync) {
+                                   bool sync, bool clear_setid, bool* setid_cleared) {
   if (absl::Status s = Writable(); !s.ok()) return s;
   const uint64_t len = data.size();
   if (len == 0) return 0;
@@ -238,20 +238,24 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
         }
         in.rec.mtime_ns = in.rec.ctime_ns = NowNs();
         in.mtime_dirty = true;
+        // Set-user-ID always, set-group-ID only with group execute (without it the bit
+        // means mandatory locking), as the kernel's file_remove_privs does.
+        const uint32_t setid = in.rec.mode & (S_ISUID | ((in.rec.mode & S_IXGRP) ? S_ISGID : 0));
+        const bool killed = clear_setid && setid != 0;
+        if (killed) in.rec.mode &= ~setid;
+        if (setid_cleared != nullptr) *setid_cleared = killed;
         counters_.writes.fetch_add(1, std::memory_order_relaxed);
         counters_.write_bytes.fetch_add(len, std::memory_order_relaxed);
         if (!persist) {
           in.dirty_lo = std::min(in.dirty_lo, offset);
           in.dirty_hi = std::max(in.dirty_hi, end);
+          if (killed) return CommitWritten(ino, in, len);
           return len;
         }
         region_->Drain();
         if (absl::Status h = region_->health(); !h.ok()) return h;
         if (sync) counters_.sync_writes.fetch_add(1, std::memory_order_relaxed);
-        if (in.size_dirty) {
-          absl::Status s = CommitRecord(ino, in);
-          if (!s.ok()) return s;
-        }
+        if (in.size_dirty || killed) return CommitWritten(ino, in, len);
         return len;
       }
     }
@@ -282,6 +286,12 @@ absl::Status Pool::CommitRecord(uint64_t ino, Inode& in) {
   txn.PutInode(sb_, ino, in.rec);
   in.size_dirty = in.mtime_dirty = false;
   return Commit(txn);
+}
+
+absl::StatusOr<size_t> Pool::CommitWritten(uint64_t ino, Inode& in, size_t len) {
+  absl::Status s = CommitRecord(ino, in);
+  if (!s.ok()) return s;
+  return len;
 }
 
 absl::Status Pool::Fsync(InodeId ino, bool datasync) {

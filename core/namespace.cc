@@ -420,6 +420,9 @@ absl::StatusOr<Attr> Pool::Setattr(InodeId ino, const SetattrRequest& request) {
       absl::Status s = Truncate(ino, *request.size, txn, reclaim);
       if (!s.ok()) return s;
     }
+    if (request.clear_setid && !request.mode) {
+      r.mode &= ~(S_ISUID | ((r.mode & S_IXGRP) ? S_ISGID : 0));
+    }
     if (request.mode) r.mode = (r.mode & S_IFMT) | (*request.mode & 07777);
     if (request.uid) r.uid = *request.uid;
     if (request.gid) r.gid = *request.gid;

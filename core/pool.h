@@ -77,7 +77,7 @@ class Pool {
                       std::string_view new_name, uint32_t flags);
   absl::StatusOr<size_t> Read(InodeId ino, uint64_t offset, absl::Span<char> out);
   absl::StatusOr<size_t> Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
-                               bool sync);
+                               bool sync, bool clear_setid, bool* setid_cleared);
   absl::Status Fsync(InodeId ino, bool datasync);
   absl::Status FsyncDir(InodeId ino);
   absl::Status Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags);
@@ -192,7 +192,10 @@ class Pool {
   void ForEachRun(const format::InodeRecord& rec, uint64_t off, uint64_t len, Fn fn) const;
   void FlushDirty(Inode& in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(in.mu);
   void ZeroRange(const format::InodeRecord& rec, uint64_t off, uint64_t len);
+  // Commits `in`'s record (after flushing its dirty data); under in.mu.
   absl::Status CommitRecord(uint64_t ino, Inode& in);
+  // CommitRecord, then `len` (a Write's result).
+  absl::StatusOr<size_t> CommitWritten(uint64_t ino, Inode& in, size_t len);
 
   std::unique_ptr<PersistentRegion> region_;
   const format::Superblock sb_;

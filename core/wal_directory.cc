@@ -66,8 +66,9 @@ absl::StatusOr<size_t> WalDirectory::Read(InodeId ino, uint64_t offset,
   return pool_->Read(ino, offset, out);
 }
 absl::StatusOr<size_t> WalDirectory::Write(InodeId ino, uint64_t offset,
-                                           absl::Span<const char> data, bool sync) {
-  return pool_->Write(ino, offset, data, sync);
+                                           absl::Span<const char> data, bool sync,
+                                           bool clear_setid, bool* setid_cleared) {
+  return pool_->Write(ino, offset, data, sync, clear_setid, setid_cleared);
 }
 absl::Status WalDirectory::Fsync(InodeId ino, bool datasync) {
   return pool_->Fsync(ino, datasync);

@@ -74,6 +74,9 @@ struct Caller {
 
 struct SetattrRequest {
   std::optional<uint32_t> mode;  // permission bits only; the type bits are kept
+  // The caller lacks CAP_FSETID and truncates (open O_TRUNC): S_ISUID and, with group
+  // execute, S_ISGID are cleared as a write would clear them. `mode` overrides it.
+  bool clear_setid = false;
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
   std::optional<uint64_t> size;  // truncate: grown range reads as zeros
@@ -181,9 +184,14 @@ class WalDirectory {
   // Reads up to out.size() bytes at `offset`; short only at EOF.
   absl::StatusOr<size_t> Read(InodeId ino, uint64_t offset, absl::Span<char> out);
   // Writes all of `data` at `offset`, allocating as needed (ENOSPC only then). `sync`:
-  // the write is durable when this returns (O_DSYNC/O_SYNC handles).
+  // the write is durable when this returns (O_DSYNC/O_SYNC handles). `clear_setid`: the
+  // writer may not keep set-user-ID/set-group-ID on the file (it lacks CAP_FSETID), so
+  // S_ISUID and, with group execute, S_ISGID are cleared and committed before this
+  // returns, as a local file system's write does (the kernel leaves it to FUSE servers
+  // on direct_io files); `*setid_cleared` (if given) says whether it cleared any.
   absl::StatusOr<size_t> Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
-                               bool sync);
+                               bool sync, bool clear_setid = false,
+                               bool* setid_cleared = nullptr);
   // Makes every byte written to `ino` through any handle, and its size, durable.
   absl::Status Fsync(InodeId ino, bool datasync);
   // Directory metadata is already durable; kept for symmetry and counters.

@@ -259,6 +259,25 @@ run_suite() {
     runuser -u nobody -- rm -f "$M/pub"
   chmod 0755 "$M"
 
+  # --- set-user-ID / set-group-ID: a write or an O_TRUNC open by a caller without
+  # CAP_FSETID clears them (ext4: S_ISGID only with group execute), root's write keeps them
+  touch "$M/suid"
+  chmod 6777 "$M/suid"
+  runuser -u nobody -- sh -c "echo x >>'$M/suid'" || fail "[$label] nobody appends to a 6777 file"
+  [ "$(stat -c %a "$M/suid")" = 777 ] ||
+    fail "[$label] a write by another user left mode $(stat -c %a "$M/suid") (ext4: 777)"
+  chmod 6777 "$M/suid"
+  runuser -u nobody -- sh -c ": >'$M/suid'" || fail "[$label] nobody truncates a 6777 file"
+  [ "$(stat -c %a "$M/suid")" = 777 ] ||
+    fail "[$label] an O_TRUNC open by another user left mode $(stat -c %a "$M/suid") (ext4: 777)"
+  chmod 2767 "$M/suid"
+  runuser -u nobody -- sh -c "echo x >>'$M/suid'" || fail "[$label] nobody appends to a 2767 file"
+  [ "$(stat -c %a "$M/suid")" = 2767 ] ||
+    fail "[$label] set-group-ID without group execute cleared: $(stat -c %a "$M/suid") (ext4: 2767)"
+  chmod 6777 "$M/suid"
+  echo x >>"$M/suid"
+  [ "$(stat -c %a "$M/suid")" = 6777 ] || fail "[$label] root's write cleared the bits"
+
   # --- fsync counters
   local f0 d0 f1 d1
   f0=$(status_field "$M" fuse_fsync)

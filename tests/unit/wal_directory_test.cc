@@ -543,6 +543,36 @@ TEST_F(WalDirectoryTest, ReleaseTrimsGrowthAheadOfTheEndAndCommitsTimes) {
   EXPECT_EQ(dir_->Lookup(kRootInode, "fa")->blocks, 8u);
 }
 
+// A write by a caller without CAP_FSETID clears set-user-ID, and set-group-ID when the
+// group may execute, durably (fs/ passes clear_setid for callers other than root).
+TEST_F(WalDirectoryTest, WriteThatClearsSetidCommitsTheMode) {
+  auto f = dir_->Create(kRootInode, "suid", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  SetattrRequest mode;
+  mode.mode = 06777;
+  ASSERT_TRUE(dir_->Setattr(f->ino, mode).ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("root"), false, /*clear_setid=*/false).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->mode & 07777, 06777u);
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("user"), false, /*clear_setid=*/true).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->mode & 07777, 0777u);
+  mode.mode = 02767;  // set-group-ID without group execute: kept (mandatory locking)
+  ASSERT_TRUE(dir_->Setattr(f->ino, mode).ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("user"), false, /*clear_setid=*/true).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->mode & 07777, 02767u);
+  mode.mode = 04755;
+  ASSERT_TRUE(dir_->Setattr(f->ino, mode).ok());
+  SetattrRequest trunc;  // open(O_TRUNC) by such a caller
+  trunc.size = 0;
+  trunc.clear_setid = true;
+  ASSERT_TRUE(dir_->Setattr(f->ino, trunc).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->mode & 07777, 0755u);
+  mode.mode = 06777;
+  ASSERT_TRUE(dir_->Setattr(f->ino, mode).ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("user"), false, /*clear_setid=*/true).ok());
+  Reopen();  // durable without a further commit
+  EXPECT_EQ(dir_->Lookup(kRootInode, "suid")->mode & 07777, 0777u);
+}
+
 // PostgreSQL writes a timeline history file as xlogtemp.<pid> and renames it: the
 // segment extent the temporary name got must not stay with the small file.
 TEST_F(WalDirectoryTest, HistoryFileWrittenThroughXlogtempKeepsOnlyItsBlocks) {

@@ -236,7 +236,8 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
           in.rec.size = end;
           in.size_dirty = true;
         }
-        in.rec.mtime_ns = in.rec.ctime_ns = NowNs();
+        const int64_t now = NowNs();
+        in.rec.mtime_ns = in.rec.ctime_ns = now;
         in.mtime_dirty = true;
         // Set-user-ID always, set-group-ID only with group execute (without it the bit
         // means mandatory locking), as the kernel's file_remove_privs does.
@@ -255,7 +256,11 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
         region_->Drain();
         if (absl::Status h = region_->health(); !h.ok()) return h;
         if (sync) counters_.sync_writes.fetch_add(1, std::memory_order_relaxed);
-        if (in.size_dirty || killed) return CommitWritten(ino, in, len);
+        // The size must be durable now; the times within kTimesStalenessNs, so a stream
+        // of writes inside the size (WAL) commits at most once per that interval.
+        if (in.size_dirty || killed || now - in.committed_ns >= kTimesStalenessNs) {
+          return CommitWritten(ino, in, len);
+        }
         return len;
       }
     }
@@ -285,6 +290,7 @@ absl::Status Pool::CommitRecord(uint64_t ino, Inode& in) {
   Transaction txn;
   txn.PutInode(sb_, ino, in.rec);
   in.size_dirty = in.mtime_dirty = false;
+  in.committed_ns = NowNs();
   return Commit(txn);
 }
 
@@ -303,7 +309,10 @@ absl::Status Pool::Fsync(InodeId ino, bool datasync) {
   Inode& in = **inr;
   MutexLock il(&in.mu);
   FlushDirty(in);
-  if (in.size_dirty || (!datasync && in.mtime_dirty)) return CommitRecord(ino, in);
+  // fdatasync need not make the times durable, but keeps them within the bound Write
+  // keeps in pmem mode.
+  const bool times = in.mtime_dirty && (!datasync || NowNs() - in.committed_ns >= kTimesStalenessNs);
+  if (in.size_dirty || times) return CommitRecord(ino, in);
   return region_->health();
 }
 

@@ -474,6 +474,7 @@ void Pool::PutInode(Transaction& txn, uint64_t ino) {
   MutexLock l(&in.mu);
   FlushDirty(in);
   in.size_dirty = in.mtime_dirty = false;
+  in.committed_ns = NowNs();
   txn.PutInode(sb_, ino, in.rec);
 }
 

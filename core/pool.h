@@ -110,6 +110,9 @@ class Pool {
     uint64_t dirty_hi ABSL_GUARDED_BY(mu) = 0;
     bool size_dirty = false;   // rec.size changed since the last commit
     bool mtime_dirty = false;  // rec.mtime_ns changed by a write since the last commit
+    // When the record was last committed (NowNs), to bound how stale the durable times
+    // of a file written in place may be (kTimesStalenessNs). Guarded by mu.
+    int64_t committed_ns = 0;
   };
   struct Dirent {
     uint64_t parent;

@@ -136,6 +136,10 @@ struct OpenOptions {
   bool zero_elision = true;
 };
 
+// How old the durable mtime/ctime of a file written in place may be, behind its last
+// write (see Write): a write commits its record when the last commit is this old.
+inline constexpr int64_t kTimesStalenessNs = 1'000'000'000;
+
 enum RenameFlags : uint32_t {
   kRenameNoReplace = 1u << 0,  // RENAME_NOREPLACE
   kRenameExchange = 1u << 1,   // RENAME_EXCHANGE
@@ -189,6 +193,10 @@ class WalDirectory {
   // S_ISUID and, with group execute, S_ISGID are cleared and committed before this
   // returns, as a local file system's write does (the kernel leaves it to FUSE servers
   // on direct_io files); `*setid_cleared` (if given) says whether it cleared any.
+  // Times: in pmem mode a write's mtime/ctime are durable at most kTimesStalenessNs
+  // after the write (a write commits the record when the last commit is older); in
+  // msync mode, with the data (Fsync; fdatasync within the same bound). Release and
+  // Close commit them at once.
   absl::StatusOr<size_t> Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
                                bool sync, bool clear_setid = false,
                                bool* setid_cleared = nullptr);

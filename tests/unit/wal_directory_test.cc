@@ -596,6 +596,28 @@ TEST_F(WalDirectoryTest, HistoryFileWrittenThroughXlogtempKeepsOnlyItsBlocks) {
   EXPECT_LT(dir_->GetAttr(h->ino)->blocks, kTestSegment / 512);
 }
 
+// pmem mode: a write inside the file's size commits nothing by itself, but its mtime
+// and ctime reach the pool within a second (README: bounded staleness), without a
+// journal commit per write.
+TEST_F(WalDirectoryTest, MtimeOfAWriteInsideTheSizeIsDurableWithinASecond) {
+  auto f = dir_->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes(std::string(8192, 'a')), false).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const int64_t before = int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+  const uint64_t commits = dir_->counters().journal_commits;
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("rewrite"), false).ok());
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(dir_->Write(f->ino, 8, Bytes("x"), false).ok());
+  EXPECT_LE(dir_->counters().journal_commits, commits + 1) << "a commit per write";
+  Reopen();  // a power cut: only what was persisted
+  auto a = dir_->Lookup(kRootInode, kSeg);
+  ASSERT_TRUE(a.ok());
+  EXPECT_GE(a->mtime_ns, before - 1000000000);
+  EXPECT_GE(a->ctime_ns, before - 1000000000);
+}
+
 TEST(WalDirectoryMsync, SizeIsDurableOnlyAfterFsync) {
   std::string* bytes = nullptr;
   auto dir = OpenImage(FormattedImage(), false, &bytes);

@@ -31,6 +31,13 @@ bool AllZero(const char* p, size_t n) {
 
 uint64_t BlocksFor(uint64_t bytes) { return (bytes + kBlockSize - 1) / kBlockSize; }
 
+// relatime (the mount's default on Linux): a read moves atime only when it is not newer
+// than mtime or ctime, or is a day old.
+constexpr int64_t kRelatimeNs = int64_t{24} * 3600 * 1'000'000'000;
+bool AtimeDue(const format::InodeRecord& r, int64_t now) {
+  return r.atime_ns <= r.mtime_ns || r.atime_ns <= r.ctime_ns || now - r.atime_ns >= kRelatimeNs;
+}
+
 }  // namespace
 
 absl::Status Pool::Grow(Inode& in, uint64_t bytes) {
@@ -191,12 +198,28 @@ absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char>
   const auto& r = (*in)->rec;
   if (r.type == format::InodeType::kDirectory) return PosixError("read", EISDIR);
   if (r.type != format::InodeType::kRegular) return PosixError("read", EINVAL);
-  ReaderMutexLock il(&(*in)->mu);
-  if (offset >= r.size) return 0;
-  const uint64_t n = std::min<uint64_t>(out.size(), r.size - offset);
-  ForEachRun(r, offset, n, [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
-    std::memcpy(out.data() + pos, region_->data() + pool_off, len);
-  });
+  uint64_t n = 0;
+  bool touch;
+  {
+    ReaderMutexLock il(&(*in)->mu);
+    if (offset < r.size) {
+      n = std::min<uint64_t>(out.size(), r.size - offset);
+      ForEachRun(r, offset, n, [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
+        std::memcpy(out.data() + pos, region_->data() + pool_off, len);
+      });
+    }
+    touch = !read_only_ && AtimeDue(r, NowNs());
+  }
+  if (touch) {
+    // relatime: at most once per change of the file (or per day), and committed with the
+    // record's next commit (a write's, Release, Close), never by the read itself.
+    MutexLock il(&(*in)->mu);
+    const int64_t now = NowNs();
+    if (AtimeDue((*in)->rec, now)) {
+      (*in)->rec.atime_ns = now;
+      (*in)->mtime_dirty = true;
+    }
+  }
   counters_.reads.fetch_add(1, std::memory_order_relaxed);
   counters_.read_bytes.fetch_add(n, std::memory_order_relaxed);
   return n;

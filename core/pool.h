@@ -109,7 +109,8 @@ class Pool {
     uint64_t dirty_lo ABSL_GUARDED_BY(mu) = UINT64_MAX;
     uint64_t dirty_hi ABSL_GUARDED_BY(mu) = 0;
     bool size_dirty = false;   // rec.size changed since the last commit
-    bool mtime_dirty = false;  // rec.mtime_ns changed by a write since the last commit
+    // rec's times changed by a write (mtime, ctime) or a read (atime) since the last commit
+    bool mtime_dirty = false;
     // When the record was last committed (NowNs), to bound how stale the durable times
     // of a file written in place may be (kTimesStalenessNs). Guarded by mu.
     int64_t committed_ns = 0;

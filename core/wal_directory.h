@@ -185,7 +185,9 @@ class WalDirectory {
   absl::Status Rename(InodeId parent, std::string_view name, InodeId new_parent,
                       std::string_view new_name, uint32_t flags);
 
-  // Reads up to out.size() bytes at `offset`; short only at EOF.
+  // Reads up to out.size() bytes at `offset`; short only at EOF. atime follows relatime
+  // (moved when not newer than mtime/ctime or a day old), regular files only; it becomes
+  // durable with the record's next commit (a write's, Release, Close), not by the read.
   absl::StatusOr<size_t> Read(InodeId ino, uint64_t offset, absl::Span<char> out);
   // Writes all of `data` at `offset`, allocating as needed (ENOSPC only then). `sync`:
   // the write is durable when this returns (O_DSYNC/O_SYNC handles). `clear_setid`: the

@@ -618,6 +618,26 @@ TEST_F(WalDirectoryTest, MtimeOfAWriteInsideTheSizeIsDurableWithinASecond) {
   EXPECT_GE(a->ctime_ns, before - 1000000000);
 }
 
+// relatime: the first read after a change moves atime, later ones do not; Release
+// makes it durable.
+TEST_F(WalDirectoryTest, ReadMovesAtimeLikeRelatime) {
+  auto f = dir_->Create(kRootInode, "r", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("data"), false).ok());
+  const Attr written = *dir_->GetAttr(f->ino);
+  ASSERT_LE(written.atime_ns, written.mtime_ns);
+  std::string buf(4, '\0');
+  ASSERT_TRUE(dir_->Read(f->ino, 0, absl::MakeSpan(buf)).ok());
+  const int64_t atime = dir_->GetAttr(f->ino)->atime_ns;
+  EXPECT_GT(atime, written.mtime_ns);
+  ASSERT_TRUE(dir_->Read(f->ino, 0, absl::MakeSpan(buf)).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->atime_ns, atime) << "relatime: once per change";
+  EXPECT_EQ(dir_->GetAttr(f->ino)->mtime_ns, written.mtime_ns) << "a read is not a write";
+  ASSERT_TRUE(dir_->Release(f->ino).ok());
+  Reopen();
+  EXPECT_EQ(dir_->Lookup(kRootInode, "r")->atime_ns, atime);
+}
+
 TEST(WalDirectoryMsync, SizeIsDurableOnlyAfterFsync) {
   std::string* bytes = nullptr;
   auto dir = OpenImage(FormattedImage(), false, &bytes);

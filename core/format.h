@@ -112,9 +112,17 @@ inline constexpr uint32_t kInodeFlagSegment = 1u << 0;  // got a segment extent 
 // before this flag existed simply never have it set.
 inline constexpr uint32_t kInodeFlagPreallocated = 1u << 1;
 
-// A symlink's target is stored inline in the bytes of `extents` (extent_count 0, size =
-// target length), so creating one is a single metadata transaction.
+// A symlink's target (size = its length, no NUL byte) up to kMaxSymlinkTarget bytes is
+// stored inline in the bytes of `extents` (extent_count 0), so creating one is a single
+// metadata transaction. A longer one, up to kMaxSymlinkTargetOutOfLine (PATH_MAX - 1),
+// is stored out of line: extent_count 1, extents[0] one data block holding the target
+// with zeros after it, the other extents zero. It is created as an orphan owning the
+// block (committed), then the target is written and persisted, then the inode is named
+// live: a crash in between leaves an orphan that recovery zeroes and frees. So a live
+// symlink's target is always complete; an orphan's need not be.
 inline constexpr uint32_t kMaxSymlinkTarget = kMaxExtents * sizeof(Extent);
+inline constexpr uint32_t kMaxSymlinkTargetOutOfLine = kBlockSize - 1;
+static_assert(kMaxSymlinkTarget == 416 && kMaxSymlinkTargetOutOfLine == 4095);
 
 struct InodeRecord {
   uint32_t crc;  // CRC-32C of bytes [4, kInodeSize); all-zero record = free

@@ -76,6 +76,7 @@ struct FsckFile {
   uint64_t ino = 0;
   format::InodeRecord record{};
   bool damaged = false;  // the record is corrupt: its fields are a best guess
+  std::string target;    // a symlink's target (SymlinkTarget), else empty
 };
 
 struct FsckReport {
@@ -137,9 +138,11 @@ class PoolClaim {
   int fd_;
 };
 
-// The target of a symlink record (stored inline in its extents' bytes, format.h), cut to
-// kMaxSymlinkTarget bytes whatever its size field says.
-std::string SymlinkTarget(const format::InodeRecord& record);
+// The target of a symlink record: inline in its extents' bytes, or out of line in the
+// block extents[0] names (format.h), cut to what that storage holds whatever its size
+// field says; empty when the block lies outside the region.
+std::string SymlinkTarget(const PersistentRegion& region, const format::Superblock& sb,
+                          const format::InodeRecord& record);
 
 // "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
 std::string FormatUuid(const uint8_t (&uuid)[16]);

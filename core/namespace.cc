@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/names.h"
@@ -167,11 +168,12 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
   if (target.empty()) return PosixError("symlink target", ENOENT);
-  if (target.size() > format::kMaxSymlinkTarget) {
-    return PosixError(absl::StrCat("symlink target longer than ", format::kMaxSymlinkTarget,
-                                   " bytes"),
+  if (target.size() > format::kMaxSymlinkTargetOutOfLine) {
+    return PosixError(absl::StrCat("symlink target longer than ",
+                                   format::kMaxSymlinkTargetOutOfLine, " bytes"),
                       ENAMETOOLONG);
   }
+  if (target.find('\0') != std::string_view::npos) return PosixError("symlink target", EINVAL);
   MutexLock l(&mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
@@ -180,8 +182,39 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
   if (!entry.ok()) return entry.status();
   const auto [slot, ino] = *entry;
   Inode& in = *inodes_[ino];
-  std::memcpy(in.rec.extents, target.data(), target.size());
   in.rec.size = target.size();
+  if (target.size() <= format::kMaxSymlinkTarget) {
+    std::memcpy(in.rec.extents, target.data(), target.size());
+    return CommitEntry(parent, name, slot, ino);
+  }
+  // Out of line (format.h): the orphan owning the block commits first, then the target
+  // is persisted in the block (free space, so zero after the target), then the entry.
+  std::optional<format::Extent> block = alloc_.AllocateHigh(1);
+  if (!block) {
+    DiscardEntry(slot, ino);
+    return PosixError("no space for a symlink target", ENOSPC);
+  }
+  in.rec.extent_count = 1;
+  in.rec.extents[0] = *block;
+  in.rec.state = format::InodeState::kOrphan;
+  in.rec.nlink = 0;
+  Transaction orphan;
+  PutInode(orphan, ino);
+  if (absl::Status s = Commit(orphan); !s.ok()) {
+    // Whether or not it reached the pool, the next open reclaims it as an orphan.
+    free_slots_.push_back(slot);
+    return s;
+  }
+  const uint64_t off = sb_.data_offset + block->block * format::kBlockSize;
+  region_->Store(off, target.data(), target.size());
+  region_->Flush(off, target.size());
+  region_->Drain();
+  if (absl::Status h = region_->health(); !h.ok()) {
+    free_slots_.push_back(slot);
+    return h;
+  }
+  in.rec.state = format::InodeState::kLive;
+  in.rec.nlink = 1;
   return CommitEntry(parent, name, slot, ino);
 }
 
@@ -191,6 +224,10 @@ absl::StatusOr<std::string> Pool::Readlink(InodeId ino) {
   if (!in.ok()) return in.status();
   const auto& r = (*in)->rec;
   if (r.type != format::InodeType::kSymlink) return PosixError("readlink", EINVAL);
+  if (r.extent_count == 1) {  // out of line (format.h)
+    return std::string(region_->data() + sb_.data_offset + r.extents[0].block * format::kBlockSize,
+                       r.size);
+  }
   return std::string(reinterpret_cast<const char*>(r.extents), r.size);
 }
 

@@ -155,8 +155,10 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
     if (type_bits == 0 || (rec.mode & S_IFMT) != type_bits) {
       return absl::DataLossError(absl::StrCat(where(), "invalid type/mode"));
     }
+    const bool out_of_line = rec.type == format::InodeType::kSymlink && rec.extent_count == 1;
     if (rec.extent_count > format::kMaxExtents ||
-        (rec.type != format::InodeType::kRegular && rec.extent_count != 0)) {
+        (rec.type != format::InodeType::kRegular && rec.extent_count != 0 && !out_of_line) ||
+        (out_of_line && rec.extents[0].count != 1)) {
       return absl::DataLossError(
           absl::StrCat(where(), "invalid extent count ", rec.extent_count));
     }
@@ -164,16 +166,21 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
       absl::Status s = alloc_.Reserve(rec.extents[i]);
       if (!s.ok()) return absl::DataLossError(absl::StrCat(where(), s.message()));
     }
-    const uint64_t limit = rec.type == format::InodeType::kSymlink
-                               ? format::kMaxSymlinkTarget
-                               : AllocatedBlocks(rec) * kBlockSize;
+    const uint64_t limit = rec.type != format::InodeType::kSymlink ? AllocatedBlocks(rec) * kBlockSize
+                           : out_of_line ? format::kMaxSymlinkTargetOutOfLine
+                                         : format::kMaxSymlinkTarget;
     if (rec.type != format::InodeType::kDirectory && rec.size > limit) {
       return absl::DataLossError(absl::StrCat(where(), "size ", rec.size,
                                               " exceeds its allocation of ", limit));
     }
+    // An orphan's out-of-line target may never have been written (format.h).
     if (rec.type == format::InodeType::kSymlink &&
-        (rec.size == 0 ||
-         std::memchr(reinterpret_cast<const char*>(rec.extents), '\0', rec.size) != nullptr)) {
+        (rec.size == 0 || (out_of_line && rec.size <= format::kMaxSymlinkTarget) ||
+         (rec.state == format::InodeState::kLive &&
+          std::memchr(out_of_line ? region_->data() + sb_.data_offset +
+                                        rec.extents[0].block * kBlockSize
+                                  : reinterpret_cast<const char*>(rec.extents),
+                      '\0', rec.size) != nullptr))) {
       return absl::DataLossError(absl::StrCat(where(), "invalid symlink target"));
     }
     // A directory's size is not used (stat shows one block), and fsck does not judge it.

@@ -191,7 +191,7 @@ int Inspect(const std::string& pool, bool json) {
     const f::InodeRecord& rec = file.record;
     std::string extents;
     if (rec.type == f::InodeType::kSymlink) {
-      extents = "-> " + core::SymlinkTarget(rec);
+      extents = "-> " + file.target;
     } else {
       const uint32_t n = std::min<uint32_t>(rec.extent_count, f::kMaxExtents);
       for (uint32_t i = 0; i < n; ++i) {
@@ -342,7 +342,7 @@ class Exporter {
         return absl::OkStatus();
       }
       case f::InodeType::kSymlink: {
-        const std::string link = core::SymlinkTarget(r);
+        const std::string& link = file.target;
         if (link.empty() || link.find('\0') != std::string::npos) {
           return absl::DataLossError("symlink target is empty or holds a NUL byte");
         }

@@ -257,6 +257,9 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   touch -d '2001-02-03 04:05:06' "$M/00000002.history"
   ln "$M/000000010000000000000001" "$M/archive/seg-link"
   ln -s ../00000002.history "$M/archive/latest"
+  LONG_TARGET=$(printf 'long/%.0s' $(seq 800))x  # 4001 bytes: stored out of line
+  ln -s "$LONG_TARGET" "$M/archive/long"
+  [ "$(readlink "$M/archive/long")" = "$LONG_TARGET" ] || fail "long symlink target differs"
   mkdir "$M/archive/empty"
   expect_rc 0 "$WALFSCTL" status "$M"
   expect_out "mode:"
@@ -290,6 +293,7 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   [ "$(stat -c %Y "$E/00000002.history")" = "$(date -d '2001-02-03 04:05:06' +%s)" ] ||
     fail "mtime not kept"
   [ -d "$E/archive/empty" ] || fail "empty directory not exported"
+  [ "$(readlink "$E/archive/long")" = "$LONG_TARGET" ] || fail "long symlink target not exported"
   # Export twice into the same place refuses to overwrite.
   expect_rc 1 "$WALFSCTL" export "$W/m.pool" "$W/exported"
   expect_err "File exists"

@@ -315,8 +315,8 @@ TEST_F(WalDirectoryTest, NameValidation) {
   EXPECT_EQ(Errno(dir_->Mkdir(kRootInode, "..", 0700, kUser)), EINVAL);
   auto f = dir_->Create(kRootInode, "file", 0600, kUser, true);
   EXPECT_EQ(Errno(dir_->Create(f->ino, "x", 0600, kUser, true)), ENOTDIR);
-  EXPECT_EQ(Errno(dir_->Symlink(kRootInode, "s", std::string(format::kMaxSymlinkTarget + 1, 't'),
-                                kUser)),
+  EXPECT_EQ(Errno(dir_->Symlink(kRootInode, "s",
+                                std::string(format::kMaxSymlinkTargetOutOfLine + 1, 't'), kUser)),
             ENAMETOOLONG);
 }
 
@@ -636,6 +636,41 @@ TEST_F(WalDirectoryTest, ReadMovesAtimeLikeRelatime) {
   ASSERT_TRUE(dir_->Release(f->ino).ok());
   Reopen();
   EXPECT_EQ(dir_->Lookup(kRootInode, "r")->atime_ns, atime);
+}
+
+// Targets up to PATH_MAX - 1 bytes: inline up to kMaxSymlinkTarget, then in a block of
+// their own, freed with the symlink.
+TEST_F(WalDirectoryTest, LongSymlinkTargetsUpToPathMax) {
+  const uint64_t free0 = dir_->Statfs().free_blocks;
+  std::string longest(4095, 'x');
+  for (size_t i = 0; i < longest.size(); i += 7) longest[i] = '/';
+  const std::string just_over(format::kMaxSymlinkTarget + 1, 'o');
+  const std::string inline_max(format::kMaxSymlinkTarget, 'i');
+  auto l = dir_->Symlink(kRootInode, "longest", longest, kUser);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->size, 4095u);
+  EXPECT_EQ(l->blocks, 8u);
+  auto o = dir_->Symlink(kRootInode, "over", just_over, kUser);
+  ASSERT_TRUE(o.ok()) << o.status();
+  auto i = dir_->Symlink(kRootInode, "inline", inline_max, kUser);
+  ASSERT_TRUE(i.ok()) << i.status();
+  EXPECT_EQ(i->blocks, 0u);
+  EXPECT_EQ(*dir_->Readlink(l->ino), longest);
+  EXPECT_EQ(*dir_->Readlink(o->ino), just_over);
+  EXPECT_EQ(*dir_->Readlink(i->ino), inline_max);
+  EXPECT_EQ(Errno(dir_->Symlink(kRootInode, "too-long", std::string(4096, 'y'), kUser)),
+            ENAMETOOLONG);
+  EXPECT_EQ(dir_->Statfs().free_blocks, free0 - 2);
+  Reopen();
+  const InodeId li = dir_->Lookup(kRootInode, "longest")->ino;
+  const InodeId oi = dir_->Lookup(kRootInode, "over")->ino;
+  EXPECT_EQ(*dir_->Readlink(li), longest);
+  EXPECT_EQ(*dir_->Readlink(oi), just_over);
+  ASSERT_TRUE(dir_->Unlink(kRootInode, "longest").ok());
+  ASSERT_TRUE(dir_->Unlink(kRootInode, "over").ok());
+  dir_->Forget(li, 1);
+  dir_->Forget(oi, 1);
+  EXPECT_EQ(dir_->Statfs().free_blocks, free0);
 }
 
 TEST(WalDirectoryMsync, SizeIsDurableOnlyAfterFsync) {

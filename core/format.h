@@ -93,7 +93,15 @@ enum class InodeType : uint8_t {
   kRegular = 1,
   kDirectory = 2,
   kSymlink = 3,
+  // Inert inodes (no data, size 0, no extents): what they do is the kernel's (a FIFO's
+  // pipe, a socket's binding) or, for devices, would be a driver's, which a walfs mount
+  // (nodev) never opens. Devices keep their number in InodeRecord::rdev.
+  kFifo = 4,
+  kSocket = 5,
+  kCharDevice = 6,
+  kBlockDevice = 7,
 };
+inline constexpr uint8_t kMaxInodeType = 7;
 
 // A run of data blocks: [block, block + count) in data-area block indices.
 struct Extent {
@@ -140,10 +148,12 @@ struct InodeRecord {
   int64_t ctime_ns;
   uint32_t extent_count;
   uint32_t flags;
-  uint8_t reserved1[24];
+  uint64_t rdev;  // kCharDevice/kBlockDevice: the device number (Linux dev_t); else 0
+  uint8_t reserved1[16];
   Extent extents[kMaxExtents];  // file order: byte 0 is in extents[0]
 };
 static_assert(sizeof(InodeRecord) == kInodeSize);
+static_assert(offsetof(InodeRecord, rdev) == 72);
 static_assert(offsetof(InodeRecord, extents) == 96);
 
 inline constexpr uint32_t kDirentSize = 320;

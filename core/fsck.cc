@@ -65,6 +65,10 @@ const char* TypeName(InodeType type) {
     case InodeType::kRegular: return "regular file";
     case InodeType::kDirectory: return "directory";
     case InodeType::kSymlink: return "symlink";
+    case InodeType::kFifo: return "fifo";
+    case InodeType::kSocket: return "socket";
+    case InodeType::kCharDevice: return "character device";
+    case InodeType::kBlockDevice: return "block device";
     case InodeType::kNone: break;
   }
   return "none";
@@ -75,6 +79,10 @@ uint32_t ModeTypeBits(InodeType type) {
     case InodeType::kRegular: return S_IFREG;
     case InodeType::kDirectory: return S_IFDIR;
     case InodeType::kSymlink: return S_IFLNK;
+    case InodeType::kFifo: return S_IFIFO;
+    case InodeType::kSocket: return S_IFSOCK;
+    case InodeType::kCharDevice: return S_IFCHR;
+    case InodeType::kBlockDevice: return S_IFBLK;
     case InodeType::kNone: break;
   }
   return 0;
@@ -546,7 +554,7 @@ class Checker {
         ClaimExtents(ino, r);
         continue;
       }
-      if (type < 1 || type > 3) {
+      if (type < 1 || type > format::kMaxInodeType) {
         Add(Severity::kError, where, absl::StrCat("invalid type ", type));
         ClaimExtents(ino, r);
         continue;
@@ -571,6 +579,20 @@ class Checker {
           Add(Severity::kError, where,
               absl::StrCat("directory has extent_count ", r.extent_count,
                            "; directories own no data blocks"));
+        }
+        continue;
+      }
+      const bool device = r.type == InodeType::kCharDevice || r.type == InodeType::kBlockDevice;
+      if (r.rdev != 0 && !device) {
+        Add(Severity::kError, where,
+            absl::StrCat("a ", TypeName(r.type), " has device number ", r.rdev));
+      }
+      if (r.type != InodeType::kRegular) {  // FIFOs, sockets, devices: inert (format.h)
+        if (r.extent_count != 0 || r.size != 0) {
+          Add(Severity::kError, where,
+              absl::StrCat("a ", TypeName(r.type), " has extent_count ", r.extent_count,
+                           " and size ", r.size, "; it holds no data"));
+          if (r.extent_count != 0) info.extents_ok = false;
         }
         continue;
       }
@@ -1054,6 +1076,7 @@ class Checker {
       if (info.type == InodeType::kRegular) ++r.files;
       if (info.type == InodeType::kDirectory) ++r.dirs;
       if (info.type == InodeType::kSymlink) ++r.symlinks;
+      if (info.type >= InodeType::kFifo) ++r.specials;
     }
     r.dirents_total = sb_.dirent_count;
     r.dirents_used = dirents_used_;
@@ -1268,6 +1291,7 @@ std::string FsckReportJson(const FsckReport& report) {
                     ",\"dirents_total\":", report.dirents_total,
                     ",\"dirents_used\":", report.dirents_used, ",\"files\":", report.files,
                     ",\"dirs\":", report.dirs, ",\"symlinks\":", report.symlinks,
+                    ",\"specials\":", report.specials,
                     ",\"blocks_total\":", report.blocks_total,
                     ",\"blocks_used\":", report.blocks_used,
                     ",\"blocks_free\":", report.blocks_free,

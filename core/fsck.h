@@ -92,6 +92,7 @@ struct FsckReport {
   uint64_t inodes_total = 0, inodes_live = 0, inodes_orphan = 0, inodes_free = 0;
   uint64_t dirents_total = 0, dirents_used = 0;
   uint64_t files = 0, dirs = 0, symlinks = 0;
+  uint64_t specials = 0;  // FIFOs, sockets, devices
   uint64_t blocks_total = 0, blocks_used = 0, blocks_free = 0;
   uint64_t journal_sequence = 0;  // of the last committed transaction, 0 if none
   uint32_t passes = 0;            // check passes run (more than one after repairs)

@@ -24,6 +24,10 @@ uint32_t DirentType(format::InodeType t) {
   switch (t) {
     case format::InodeType::kDirectory: return S_IFDIR;
     case format::InodeType::kSymlink: return S_IFLNK;
+    case format::InodeType::kFifo: return S_IFIFO;
+    case format::InodeType::kSocket: return S_IFSOCK;
+    case format::InodeType::kCharDevice: return S_IFCHR;
+    case format::InodeType::kBlockDevice: return S_IFBLK;
     default: return S_IFREG;
   }
 }
@@ -215,6 +219,31 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
   }
   in.rec.state = format::InodeState::kLive;
   in.rec.nlink = 1;
+  return CommitEntry(parent, name, slot, ino);
+}
+
+absl::StatusOr<Attr> Pool::Mknod(InodeId parent, std::string_view name, uint32_t mode,
+                                 uint64_t rdev, const Caller& caller) {
+  if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  format::InodeType type;
+  switch (mode & S_IFMT) {
+    case S_IFIFO: type = format::InodeType::kFifo; break;
+    case S_IFSOCK: type = format::InodeType::kSocket; break;
+    case S_IFCHR: type = format::InodeType::kCharDevice; break;
+    case S_IFBLK: type = format::InodeType::kBlockDevice; break;
+    default: return PosixError("mknod of this file type", EINVAL);
+  }
+  const bool device = type == format::InodeType::kCharDevice ||
+                      type == format::InodeType::kBlockDevice;
+  MutexLock l(&mu_);
+  auto dir = GetDir(parent);
+  if (!dir.ok()) return dir.status();
+  if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
+  auto entry = NewEntry(parent, type, mode & 07777, caller);
+  if (!entry.ok()) return entry.status();
+  const auto [slot, ino] = *entry;
+  inodes_[ino]->rec.rdev = device ? rdev : 0;
   return CommitEntry(parent, name, slot, ino);
 }
 

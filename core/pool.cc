@@ -27,6 +27,10 @@ uint32_t TypeBits(format::InodeType t) {
     case format::InodeType::kRegular: return S_IFREG;
     case format::InodeType::kDirectory: return S_IFDIR;
     case format::InodeType::kSymlink: return S_IFLNK;
+    case format::InodeType::kFifo: return S_IFIFO;
+    case format::InodeType::kSocket: return S_IFSOCK;
+    case format::InodeType::kCharDevice: return S_IFCHR;
+    case format::InodeType::kBlockDevice: return S_IFBLK;
     default: return 0;
   }
 }
@@ -154,6 +158,10 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
     const uint32_t type_bits = TypeBits(rec.type);
     if (type_bits == 0 || (rec.mode & S_IFMT) != type_bits) {
       return absl::DataLossError(absl::StrCat(where(), "invalid type/mode"));
+    }
+    if (rec.rdev != 0 && rec.type != format::InodeType::kCharDevice &&
+        rec.type != format::InodeType::kBlockDevice) {
+      return absl::DataLossError(absl::StrCat(where(), "device number on a non-device"));
     }
     const bool out_of_line = rec.type == format::InodeType::kSymlink && rec.extent_count == 1;
     if (rec.extent_count > format::kMaxExtents ||
@@ -414,6 +422,7 @@ Attr Pool::MakeAttr(InodeId ino, const Inode& in) const {
   a.atime_ns = r.atime_ns;
   a.mtime_ns = r.mtime_ns;
   a.ctime_ns = r.ctime_ns;
+  a.rdev = r.rdev;
   return a;
 }
 

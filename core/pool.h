@@ -70,6 +70,8 @@ class Pool {
   absl::StatusOr<Attr> Symlink(InodeId parent, std::string_view name,
                                std::string_view target, const Caller& caller);
   absl::StatusOr<std::string> Readlink(InodeId ino);
+  absl::StatusOr<Attr> Mknod(InodeId parent, std::string_view name, uint32_t mode,
+                             uint64_t rdev, const Caller& caller);
   absl::StatusOr<Attr> Link(InodeId ino, InodeId new_parent, std::string_view new_name);
   absl::Status Unlink(InodeId parent, std::string_view name);
   absl::Status Rmdir(InodeId parent, std::string_view name);

@@ -40,6 +40,10 @@ absl::StatusOr<Attr> WalDirectory::Mkdir(InodeId parent, std::string_view name,
                                          uint32_t mode, const Caller& caller) {
   return pool_->Mkdir(parent, name, mode, caller);
 }
+absl::StatusOr<Attr> WalDirectory::Mknod(InodeId parent, std::string_view name, uint32_t mode,
+                                         uint64_t rdev, const Caller& caller) {
+  return pool_->Mknod(parent, name, mode, rdev, caller);
+}
 absl::StatusOr<Attr> WalDirectory::Symlink(InodeId parent, std::string_view name,
                                            std::string_view target, const Caller& caller) {
   return pool_->Symlink(parent, name, target, caller);

@@ -62,6 +62,7 @@ struct Attr {
   int64_t atime_ns = 0;
   int64_t mtime_ns = 0;
   int64_t ctime_ns = 0;
+  uint64_t rdev = 0;  // devices: st_rdev
 };
 
 // Who asks: new inodes get this uid/gid (the gid is the directory's in a set-group-ID
@@ -87,7 +88,7 @@ struct SetattrRequest {
 struct DirEntry {
   std::string_view name;
   InodeId ino;
-  uint32_t type;  // S_IFREG / S_IFDIR / S_IFLNK (d_type = type >> 12)
+  uint32_t type;  // S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, ... (d_type = type >> 12)
   uint64_t next_cookie;  // pass to Readdir to continue after this entry
 };
 
@@ -179,6 +180,11 @@ class WalDirectory {
   absl::StatusOr<Attr> Symlink(InodeId parent, std::string_view name,
                                std::string_view target, const Caller& caller);
   absl::StatusOr<std::string> Readlink(InodeId ino);
+  // Creates a FIFO, socket, character or block device (`mode`'s S_IFMT; rdev for
+  // devices) as an inert inode: it holds no data and walfs never opens it (EINVAL for
+  // any other type; regular files come through Create).
+  absl::StatusOr<Attr> Mknod(InodeId parent, std::string_view name, uint32_t mode,
+                             uint64_t rdev, const Caller& caller);
   absl::StatusOr<Attr> Link(InodeId ino, InodeId new_parent, std::string_view new_name);
   absl::Status Unlink(InodeId parent, std::string_view name);
   absl::Status Rmdir(InodeId parent, std::string_view name);

@@ -110,6 +110,7 @@ struct stat ToStat(const core::Attr& a) {
   st.st_size = static_cast<off_t>(a.size);
   st.st_blocks = static_cast<blkcnt_t>(a.blocks);
   st.st_blksize = core::format::kBlockSize;
+  st.st_rdev = static_cast<dev_t>(a.rdev);
   st.st_atim = ToTimespec(a.atime_ns);
   st.st_mtim = ToTimespec(a.mtime_ns);
   st.st_ctim = ToTimespec(a.ctime_ns);
@@ -294,17 +295,16 @@ void WalfsReadlink(fuse_req_t req, fuse_ino_t ino) {
 
 void WalfsMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                 dev_t rdev) {
-  (void)rdev;
-  // Only regular files (some tools create them with mknod); a pg_wal has no use for
-  // devices, fifos or sockets.
-  if (!S_ISREG(mode)) {
-    fuse_reply_err(req, EPERM);
+  core::WalDirectory& dir = GetServer(req).dir();
+  if (S_ISREG(mode)) {  // some tools create regular files with mknod
+    ReplyEntry(req, dir.Create(parent, name, mode & 07777, GetCaller(req), /*exclusive=*/true),
+               "mknod", parent);
     return;
   }
-  ReplyEntry(req,
-             GetServer(req).dir().Create(parent, name, mode & 07777, GetCaller(req),
-                                         /*exclusive=*/true),
-             "mknod", parent);
+  // FIFOs, sockets and devices are inert inodes: the kernel gives a FIFO its pipe and a
+  // socket its binding without asking walfs, and the mount is nodev, so a device node
+  // is never opened. (The kernel checks CAP_MKNOD for devices before it asks.)
+  ReplyEntry(req, dir.Mknod(parent, name, mode, rdev, GetCaller(req)), "mknod", parent);
 }
 
 void WalfsMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {

@@ -78,6 +78,10 @@ const char* ShortType(f::InodeType type) {
     case f::InodeType::kRegular: return "file";
     case f::InodeType::kDirectory: return "dir";
     case f::InodeType::kSymlink: return "symlink";
+    case f::InodeType::kFifo: return "fifo";
+    case f::InodeType::kSocket: return "socket";
+    case f::InodeType::kCharDevice: return "chardev";
+    case f::InodeType::kBlockDevice: return "blkdev";
     case f::InodeType::kNone: break;
   }
   return "?";
@@ -268,6 +272,7 @@ class Exporter {
   uint64_t links() const { return links_; }
   uint64_t bytes() const { return bytes_; }
   uint64_t salvaged() const { return salvaged_; }
+  uint64_t specials() const { return specials_; }
 
  private:
   // A pool path's directory, open, and its last component.
@@ -350,7 +355,11 @@ class Exporter {
         ++symlinks_;
         return SetAttributes(file.path, r, -1, at, name);
       }
-      case f::InodeType::kRegular: break;
+      case f::InodeType::kRegular:
+      case f::InodeType::kFifo:
+      case f::InodeType::kSocket:
+      case f::InodeType::kCharDevice:
+      case f::InodeType::kBlockDevice: break;
       case f::InodeType::kNone: return absl::DataLossError("inode has no type");
     }
     if (auto it = first_path_.find(file.ino); it != first_path_.end()) {
@@ -361,6 +370,21 @@ class Exporter {
         return Errno("cannot hard-link", file.path);
       }
       ++links_;
+      return absl::OkStatus();
+    }
+    if (r.type != f::InodeType::kRegular) {
+      // Recreated as what they are, never opened (a FIFO would block, a device is not
+      // ours to open). Devices need CAP_MKNOD: without it they are reported, not copied.
+      mode_t type = S_IFIFO;
+      if (r.type == f::InodeType::kSocket) type = S_IFSOCK;
+      if (r.type == f::InodeType::kCharDevice) type = S_IFCHR;
+      if (r.type == f::InodeType::kBlockDevice) type = S_IFBLK;
+      const dev_t rdev = type == S_IFCHR || type == S_IFBLK ? static_cast<dev_t>(r.rdev) : 0;
+      if (mknodat(at, name, type | 0600, rdev) != 0) return Errno("cannot create", file.path);
+      absl::Status s = SetAttributes(file.path, r, -1, at, name);
+      if (!s.ok()) return s;
+      first_path_.emplace(file.ino, file.path);
+      ++specials_;
       return absl::OkStatus();
     }
     absl::StatusOr<std::string> data = ReadData(r);
@@ -422,7 +446,8 @@ class Exporter {
   }
 
   // Mode, owner (as root) and times: through `fd` when >= 0, else of the entry `name` in
-  // directory `at`, never following a symlink.
+  // directory `at` (a symlink or a special file this export just made), never following
+  // a symlink.
   absl::Status SetAttributes(const std::string& path, const f::InodeRecord& r, int fd, int at,
                              const char* name) {
     const bool is_link = r.type == f::InodeType::kSymlink;
@@ -432,8 +457,9 @@ class Exporter {
       if (rc != 0) return Errno("cannot set the owner of", path);
     }
     if (!is_link) {
-      if (fd < 0) return absl::InternalError("no descriptor to set a mode through");
-      if (fchmod(fd, r.mode & 07777) != 0) return Errno("cannot set the mode of", path);
+      // fchmodat follows a symlink, but `name` is no symlink: this export made it.
+      const int rc = fd >= 0 ? fchmod(fd, r.mode & 07777) : fchmodat(at, name, r.mode & 07777, 0);
+      if (rc != 0) return Errno("cannot set the mode of", path);
     }
     const timespec times[2] = {
         {static_cast<time_t>(r.atime_ns / 1000000000), static_cast<long>(r.atime_ns % 1000000000)},
@@ -450,7 +476,7 @@ class Exporter {
   Fd root_;  // DIR, opened once the root entry (always listed first) made it
   absl::flat_hash_map<uint64_t, std::string> first_path_;  // ino -> exported pool path
   std::vector<std::pair<std::string, f::InodeRecord>> dirs_;  // pool paths
-  uint64_t files_ = 0, symlinks_ = 0, links_ = 0, bytes_ = 0, salvaged_ = 0;
+  uint64_t files_ = 0, symlinks_ = 0, links_ = 0, bytes_ = 0, salvaged_ = 0, specials_ = 0;
 };
 
 int Export(const std::string& pool, std::string dir, bool salvage) {
@@ -478,6 +504,10 @@ int Export(const std::string& pool, std::string dir, bool salvage) {
               static_cast<unsigned long long>(exporter.links()),
               static_cast<unsigned long long>(exporter.symlinks()),
               static_cast<unsigned long long>(exporter.dirs()), pool.c_str(), dir.c_str());
+  if (exporter.specials() > 0) {
+    std::printf("%llu FIFO(s), socket(s) or device node(s) recreated\n",
+                static_cast<unsigned long long>(exporter.specials()));
+  }
   if (exporter.salvaged() > 0) {
     std::printf("%llu name(s) copied from damaged inode records\n",
                 static_cast<unsigned long long>(exporter.salvaged()));

@@ -261,6 +261,7 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   ln -s "$LONG_TARGET" "$M/archive/long"
   [ "$(readlink "$M/archive/long")" = "$LONG_TARGET" ] || fail "long symlink target differs"
   mkdir "$M/archive/empty"
+  mkfifo -m 0604 "$M/archive/fifo"
   expect_rc 0 "$WALFSCTL" status "$M"
   expect_out "mode:"
   expect_rc 0 "$WALFSCTL" status "$M" --json
@@ -294,6 +295,8 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
     fail "mtime not kept"
   [ -d "$E/archive/empty" ] || fail "empty directory not exported"
   [ "$(readlink "$E/archive/long")" = "$LONG_TARGET" ] || fail "long symlink target not exported"
+  [ -p "$E/archive/fifo" ] && [ "$(stat -c %a "$E/archive/fifo")" = 604 ] ||
+    fail "FIFO not exported as a FIFO with its mode"
   # Export twice into the same place refuses to overwrite.
   expect_rc 1 "$WALFSCTL" export "$W/m.pool" "$W/exported"
   expect_err "File exists"

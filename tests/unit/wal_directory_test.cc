@@ -1,10 +1,12 @@
 #include "core/wal_directory.h"
 
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <set>
 #include <thread>
 #include <vector>
@@ -670,6 +672,61 @@ TEST_F(WalDirectoryTest, LongSymlinkTargetsUpToPathMax) {
   ASSERT_TRUE(dir_->Unlink(kRootInode, "over").ok());
   dir_->Forget(li, 1);
   dir_->Forget(oi, 1);
+  EXPECT_EQ(dir_->Statfs().free_blocks, free0);
+}
+
+// FIFOs, sockets and device nodes are inert inodes: created, stat'ed, linked, renamed
+// and unlinked like files, holding no data.
+TEST_F(WalDirectoryTest, FifosSocketsAndDevicesAreInertInodes) {
+  const uint64_t free0 = dir_->Statfs().free_blocks;
+  struct Want {
+    const char* name;
+    uint32_t type;
+    uint64_t rdev;
+  };
+  const Want wants[] = {{"fifo", S_IFIFO, 0},
+                        {"sock", S_IFSOCK, 0},
+                        {"null", S_IFCHR, makedev(1, 3)},
+                        {"loop", S_IFBLK, makedev(7, 0)}};
+  for (const Want& w : wants) {
+    auto a = dir_->Mknod(kRootInode, w.name, w.type | 0640, w.rdev, kUser);
+    ASSERT_TRUE(a.ok()) << w.name << ": " << a.status();
+    EXPECT_EQ(a->mode, w.type | 0640u);
+    EXPECT_EQ(a->rdev, w.rdev);
+    EXPECT_EQ(a->size, 0u);
+    EXPECT_EQ(a->nlink, 1u);
+    EXPECT_EQ(a->uid, kUser.uid);
+  }
+  EXPECT_EQ(Errno(dir_->Mknod(kRootInode, "fifo", S_IFIFO | 0600, 0, kUser)), EEXIST);
+  EXPECT_EQ(Errno(dir_->Mknod(kRootInode, "reg", S_IFREG | 0600, 0, kUser)), EINVAL);
+  auto fifo = dir_->Lookup(kRootInode, "fifo");
+  ASSERT_TRUE(fifo.ok());
+  std::string buf(4, '\0');
+  EXPECT_EQ(Errno(dir_->Read(fifo->ino, 0, absl::MakeSpan(buf))), EINVAL);
+  EXPECT_EQ(Errno(dir_->Write(fifo->ino, 0, Bytes("x"), false)), EINVAL);
+  SetattrRequest trunc;
+  trunc.size = 0;
+  EXPECT_EQ(Errno(dir_->Setattr(fifo->ino, trunc)), EINVAL);
+  ASSERT_TRUE(dir_->Link(fifo->ino, kRootInode, "fifo2").ok());
+  EXPECT_EQ(dir_->GetAttr(fifo->ino)->nlink, 2u);
+  ASSERT_TRUE(dir_->Rename(kRootInode, "sock", kRootInode, "sock2", 0).ok());
+  std::map<std::string, uint32_t> types;
+  ASSERT_TRUE(dir_->Readdir(kRootInode, 0, [&](const DirEntry& e) {
+                    types[std::string(e.name)] = e.type;
+                    return true;
+                  }).ok());
+  EXPECT_EQ(types["fifo2"], static_cast<uint32_t>(S_IFIFO));
+  EXPECT_EQ(types["sock2"], static_cast<uint32_t>(S_IFSOCK));
+  EXPECT_EQ(types["null"], static_cast<uint32_t>(S_IFCHR));
+  EXPECT_EQ(types["loop"], static_cast<uint32_t>(S_IFBLK));
+  Reopen();
+  auto null = dir_->Lookup(kRootInode, "null");
+  ASSERT_TRUE(null.ok());
+  EXPECT_EQ(null->mode, S_IFCHR | 0640u);
+  EXPECT_EQ(null->rdev, makedev(1, 3));
+  EXPECT_EQ(dir_->Lookup(kRootInode, "fifo2")->nlink, 2u);
+  ASSERT_TRUE(dir_->Unlink(kRootInode, "fifo").ok());
+  ASSERT_TRUE(dir_->Unlink(kRootInode, "fifo2").ok());
   EXPECT_EQ(dir_->Statfs().free_blocks, free0);
 }
 

@@ -334,7 +334,8 @@ absl::Status Pool::Fsync(InodeId ino, bool datasync) {
   FlushDirty(in);
   // fdatasync need not make the times durable, but keeps them within the bound Write
   // keeps in pmem mode.
-  const bool times = in.mtime_dirty && (!datasync || NowNs() - in.committed_ns >= kTimesStalenessNs);
+  const bool times =
+      in.mtime_dirty && (!datasync || NowNs() - in.committed_ns >= kTimesStalenessNs);
   if (in.size_dirty || times) return CommitRecord(ino, in);
   return region_->health();
 }

@@ -174,7 +174,8 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
       absl::Status s = alloc_.Reserve(rec.extents[i]);
       if (!s.ok()) return absl::DataLossError(absl::StrCat(where(), s.message()));
     }
-    const uint64_t limit = rec.type != format::InodeType::kSymlink ? AllocatedBlocks(rec) * kBlockSize
+    const uint64_t limit = rec.type != format::InodeType::kSymlink
+                               ? AllocatedBlocks(rec) * kBlockSize
                            : out_of_line ? format::kMaxSymlinkTargetOutOfLine
                                          : format::kMaxSymlinkTarget;
     if (rec.type != format::InodeType::kDirectory && rec.size > limit) {

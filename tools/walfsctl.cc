@@ -327,7 +327,9 @@ class Exporter {
       ++salvaged_;
     }
     if (file.path == "/") {
-      if (r.type != f::InodeType::kDirectory) return absl::DataLossError("the root is not a directory");
+      if (r.type != f::InodeType::kDirectory) {
+        return absl::DataLossError("the root is not a directory");
+      }
       if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
         return Errno("cannot create directory", "/");
       }
@@ -351,7 +353,9 @@ class Exporter {
         if (link.empty() || link.find('\0') != std::string::npos) {
           return absl::DataLossError("symlink target is empty or holds a NUL byte");
         }
-        if (symlinkat(link.c_str(), at, name) != 0) return Errno("cannot create symlink", file.path);
+        if (symlinkat(link.c_str(), at, name) != 0) {
+          return Errno("cannot create symlink", file.path);
+        }
         ++symlinks_;
         return SetAttributes(file.path, r, -1, at, name);
       }

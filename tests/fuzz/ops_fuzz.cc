@@ -155,10 +155,14 @@ class Program {
         if (e.name == "." || e.name == "..") return true;
         ++seen;
         const int c = Child(static_cast<int>(d), std::string(e.name));
-        if (c < 0 || nodes_[c].ino != e.ino) Violation(op + ": unexpected entry " + std::string(e.name));
+        if (c < 0 || nodes_[c].ino != e.ino) {
+          Violation(op + ": unexpected entry " + std::string(e.name));
+        }
         return true;
       });
-      if (!s.ok() || seen != nodes_[d].children.size()) Violation(op + ": directory listing differs");
+      if (!s.ok() || seen != nodes_[d].children.size()) {
+        Violation(op + ": directory listing differs");
+      }
       for (const auto& [name, c] : nodes_[d].children) Check(op + " " + name, c);
     }
   }
@@ -289,7 +293,9 @@ class Program {
           if (e != ENOSPC && e != EFBIG) Expect(what + " fallocate", e, ENOSPC);
           return Check(what + " failed fallocate", c);
         }
-        if (!keep && nodes_[c].data.size() < off + len + 1) nodes_[c].data.resize(off + len + 1, '\0');
+        if (!keep && nodes_[c].data.size() < off + len + 1) {
+          nodes_[c].data.resize(off + len + 1, '\0');
+        }
         return Check(what + " fallocate", c);
       }
       case 13:  // release (close of a handle)

@@ -522,7 +522,8 @@ TEST_F(WalDirectoryTest, ReleaseTrimsGrowthAheadOfTheEndAndCommitsTimes) {
 
   auto fa = dir_->Create(kRootInode, "fa", 0600, kUser, true);
   ASSERT_TRUE(dir_->Fallocate(fa->ino, 0, 1 << 20, kFallocateKeepSize).ok());
-  EXPECT_EQ(dir_->GetAttr(fa->ino)->blocks, (1u << 20) / 512) << "fallocate allocates what it is asked";
+  EXPECT_EQ(dir_->GetAttr(fa->ino)->blocks, (1u << 20) / 512)
+      << "fallocate allocates what it is asked";
   ASSERT_TRUE(dir_->Write(fa->ino, 0, Bytes("x"), false).ok());
   ASSERT_TRUE(dir_->Release(fa->ino).ok());
   EXPECT_EQ(dir_->GetAttr(fa->ino)->blocks, (1u << 20) / 512);

@@ -287,15 +287,20 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
         return len;
       }
     }
-    MutexLock l(&mu_);
-    auto inr = Get(ino);
-    if (!inr.ok()) return inr.status();
-    absl::Status s = Grow(**inr, end);
-    if (!s.ok()) return s;
-    Transaction txn;
-    PutInode(txn, ino);
-    s = Commit(txn);
-    if (!s.ok()) return s;
+    absl::Status grown;
+    {
+      MutexLock l(&mu_);
+      auto inr = Get(ino);
+      if (!inr.ok()) return inr.status();
+      grown = Grow(**inr, end);
+      if (grown.ok()) {
+        Transaction txn;
+        PutInode(txn, ino);
+        absl::Status s = Commit(txn);
+        if (!s.ok()) return s;
+      }
+    }
+    if (!grown.ok() && (ErrnoFromStatus(grown) != ENOSPC || !AwaitReclaims())) return grown;
   }
 }
 

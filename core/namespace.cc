@@ -122,6 +122,15 @@ absl::StatusOr<Attr> Pool::GetAttr(InodeId ino) {
 
 absl::StatusOr<Attr> Pool::Create(InodeId parent, std::string_view name, uint32_t mode,
                                   const Caller& caller, bool exclusive) {
+  absl::StatusOr<Attr> result = CreateOnce(parent, name, mode, caller, exclusive);
+  while (!result.ok() && ErrnoFromStatus(result.status()) == ENOSPC && AwaitReclaims()) {
+    result = CreateOnce(parent, name, mode, caller, exclusive);
+  }
+  return result;
+}
+
+absl::StatusOr<Attr> Pool::CreateOnce(InodeId parent, std::string_view name, uint32_t mode,
+                                      const Caller& caller, bool exclusive) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
   MutexLock l(&mu_);

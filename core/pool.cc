@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ctime>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/crc32c.h"
@@ -532,6 +534,17 @@ bool Pool::IsAncestor(uint64_t dir, uint64_t of) const {
   }
 }
 
+bool Pool::AwaitReclaims() {
+  constexpr auto kReclaimWait = std::chrono::seconds(10);
+  if (reclaims_in_flight_.load() == 0) return false;
+  const uint64_t done = reclaims_done_.load();
+  const auto deadline = std::chrono::steady_clock::now() + kReclaimWait;
+  while (reclaims_in_flight_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return reclaims_done_.load() != done;
+}
+
 void Pool::ReclaimAll(const std::vector<uint64_t>& inos) {
   for (uint64_t ino : inos) Reclaim(ino);
 }
@@ -548,7 +561,15 @@ void Pool::Reclaim(uint64_t ino) {
     }
     in->reclaiming = true;
     rec = in->rec;
+    reclaims_in_flight_.fetch_add(1);
   }
+  struct Done {
+    Pool* pool;
+    ~Done() {
+      pool->reclaims_done_.fetch_add(1);
+      pool->reclaims_in_flight_.fetch_sub(1);
+    }
+  } done{this};
   // The orphan owns its extents until the commit below, so nobody else touches them and
   // the zeroing runs without locks. A crash before the commit leaves the orphan in place
   // and the next open zeroes it again.

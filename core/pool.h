@@ -65,6 +65,8 @@ class Pool {
   absl::StatusOr<Attr> Setattr(InodeId ino, const SetattrRequest& request);
   absl::StatusOr<Attr> Create(InodeId parent, std::string_view name, uint32_t mode,
                               const Caller& caller, bool exclusive);
+  absl::StatusOr<Attr> CreateOnce(InodeId parent, std::string_view name, uint32_t mode,
+                                  const Caller& caller, bool exclusive);
   absl::StatusOr<Attr> Mkdir(InodeId parent, std::string_view name, uint32_t mode,
                              const Caller& caller);
   absl::StatusOr<Attr> Symlink(InodeId parent, std::string_view name,
@@ -189,6 +191,12 @@ class Pool {
   void ZeroPendingTail() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Zeroes an orphan's extents, then frees it. Takes mu_ itself; call without it.
   void Reclaim(uint64_t ino) ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks being zeroed by a Reclaim in another thread are not free yet. An allocation
+  // that fails with ENOSPC while any is in flight calls this (without mu_) and retries
+  // when it returns true: it waits, at most kReclaimWait, until none is in flight, and
+  // says whether any finished meanwhile. So ENOSPC means the space is not there, not
+  // that it is still being zeroed (an unlink or a trim just before).
+  bool AwaitReclaims() ABSL_LOCKS_EXCLUDED(mu_);
   void ReclaimAll(const std::vector<uint64_t>& inos) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Data-path helpers.
@@ -223,6 +231,9 @@ class Pool {
 
   Mutex journal_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::unique_ptr<Journal> journal_ ABSL_GUARDED_BY(journal_mu_);
+
+  std::atomic<uint32_t> reclaims_in_flight_{0};
+  std::atomic<uint64_t> reclaims_done_{0};
 
   struct AtomicCounters {
     std::atomic<uint64_t> writes{0}, write_bytes{0}, reads{0}, read_bytes{0};

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -729,6 +730,60 @@ TEST_F(WalDirectoryTest, FifosSocketsAndDevicesAreInertInodes) {
   ASSERT_TRUE(dir_->Unlink(kRootInode, "fifo").ok());
   ASSERT_TRUE(dir_->Unlink(kRootInode, "fifo2").ok());
   EXPECT_EQ(dir_->Statfs().free_blocks, free0);
+}
+
+// A region whose large fills (the zeroing of freed blocks) take 300 ms, so a test can
+// allocate while a reclaim in another thread is still zeroing.
+class SlowFillRegion final : public PersistentRegion {
+ public:
+  explicit SlowFillRegion(std::string image)
+      : PersistentRegion(nullptr, 0), bytes_(std::move(image)) {
+    Reset(bytes_.data(), bytes_.size());
+  }
+  bool is_pmem() const override { return true; }
+  std::string_view kind() const override { return "slow-fill"; }
+  void Store(uint64_t off, const void* src, size_t len) override {
+    std::memcpy(bytes_.data() + off, src, len);
+  }
+  void Fill(uint64_t off, uint8_t byte, size_t len) override {
+    if (len >= (1u << 20)) {
+      filling.store(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    std::memset(bytes_.data() + off, byte, len);
+  }
+  void Flush(uint64_t, size_t) override {}
+  void Drain() override {}
+  std::atomic<bool> filling{false};
+
+ private:
+  std::string bytes_;
+};
+
+// ENOSPC only when the space is not there: blocks an unlink in another thread is still
+// zeroing are waited for, not refused (a checkpoint removing segments while a backend
+// creates the next one, on a full pool).
+TEST(WalDirectoryAllocation, AllocationWaitsForBlocksBeingZeroed) {
+  auto owned = std::make_unique<SlowFillRegion>(FormattedImage(16 << 20));
+  SlowFillRegion* region = owned.get();
+  auto opened = WalDirectory::Open(std::move(owned));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  WalDirectory& dir = **opened;
+  auto big = dir.Create(kRootInode, "big", 0600, kUser, true);
+  ASSERT_TRUE(big.ok());
+  const uint64_t total = dir.Statfs().free_blocks * 4096;
+  ASSERT_TRUE(dir.Write(big->ino, 0, Bytes(std::string(total - (64 << 10), 'b')), false).ok());
+  ASSERT_TRUE(dir.Release(big->ino).ok());
+  dir.Forget(big->ino, 1);  // no lookup left: the unlink reclaims at once, in its thread
+  std::thread unlinker([&] { ASSERT_TRUE(dir.Unlink(kRootInode, "big").ok()); });
+  while (!region->filling.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto seg = dir.Create(kRootInode, kSeg, 0600, kUser, true);  // needs a whole segment
+  EXPECT_TRUE(seg.ok()) << seg.status();
+  auto small = dir.Create(kRootInode, "small", 0600, kUser, true);
+  ASSERT_TRUE(small.ok());
+  EXPECT_TRUE(dir.Write(small->ino, 0, Bytes(std::string(2 << 20, 's')), false).ok());
+  unlinker.join();
+  EXPECT_TRUE(dir.Close().ok());
 }
 
 TEST(WalDirectoryMsync, SizeIsDurableOnlyAfterFsync) {

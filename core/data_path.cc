@@ -354,15 +354,19 @@ absl::Status Pool::Release(InodeId ino) {
     Inode* in = Find(ino);
     if (in == nullptr) return absl::OkStatus();
     auto& r = in->rec;
+    bool dirty;
+    {
+      MutexLock il(&in->mu);
+      // msync mode, bytes not yet synced: any commit of the record would msync them, and
+      // a close promises no durability (only fsync does). All is left to fsync; a later
+      // release trims.
+      if (in->dirty_hi > in->dirty_lo) return absl::OkStatus();
+      dirty = in->size_dirty || in->mtime_dirty;
+    }
     Transaction txn;
     const bool trim = r.type == format::InodeType::kRegular &&
                       !(r.flags & (format::kInodeFlagSegment | format::kInodeFlagPreallocated));
     if (trim) TrimBlocks(ino, BlocksFor(r.size), txn, reclaim);
-    bool dirty;
-    {
-      MutexLock il(&in->mu);
-      dirty = in->size_dirty || in->mtime_dirty;
-    }
     if (!reclaim.empty() || dirty) {
       PutInode(txn, ino);
       status = Commit(txn);

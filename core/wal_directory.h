@@ -215,7 +215,8 @@ class WalDirectory {
   absl::Status Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags);
   // An open file was closed (FUSE RELEASE): its pending times are committed, and a file
   // that is neither a WAL segment nor preallocated (fallocate KEEP_SIZE) gives back the
-  // blocks it holds past its size (growth allocates ahead, Grow).
+  // blocks it holds past its size (growth allocates ahead, Grow). In msync mode a file
+  // with bytes not yet synced is left alone: close makes nothing durable.
   absl::Status Release(InodeId ino);
 
   // Direct access (the daemon side of fs/lease_protocol.h). Grants a lease on the

@@ -792,11 +792,16 @@ TEST(WalDirectoryMsync, SizeIsDurableOnlyAfterFsync) {
   ASSERT_EQ(dir->mode(), DurabilityMode::kMsync);
   auto f = dir->Create(kRootInode, kSeg, 0600, kUser, true);
   ASSERT_TRUE(dir->Write(f->ino, 0, Bytes("unsynced"), false).ok());
+  ASSERT_TRUE(dir->Release(f->ino).ok());  // close promises no durability
+  auto small = dir->Create(kRootInode, "small", 0600, kUser, true);
+  ASSERT_TRUE(dir->Write(small->ino, 0, Bytes(std::string(40000, 's')), false).ok());
+  ASSERT_TRUE(dir->Release(small->ino).ok());
   // A restart now sees the committed size (0); recovery zeroes what lies past it.
   auto crashed = OpenImage(*bytes, false);
   auto c = crashed->Lookup(kRootInode, kSeg);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->size, 0u);
+  EXPECT_EQ(crashed->Lookup(kRootInode, "small")->size, 0u);
   ASSERT_TRUE(dir->Fsync(f->ino, true).ok());
   auto synced = OpenImage(*bytes, false);
   EXPECT_EQ(ReadAll(*synced, synced->Lookup(kRootInode, kSeg)->ino), "unsynced");

@@ -12,6 +12,7 @@
 // end grows the file under mu_ exclusive first, then retries.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -30,6 +31,13 @@ bool AllZero(const char* p, size_t n) {
 
 uint64_t BlocksFor(uint64_t bytes) { return (bytes + kBlockSize - 1) / kBlockSize; }
 
+// relatime (the mount's default on Linux): a read moves atime only when it is not newer
+// than mtime or ctime, or is a day old.
+constexpr int64_t kRelatimeNs = int64_t{24} * 3600 * 1'000'000'000;
+bool AtimeDue(const format::InodeRecord& r, int64_t now) {
+  return r.atime_ns <= r.mtime_ns || r.atime_ns <= r.ctime_ns || now - r.atime_ns >= kRelatimeNs;
+}
+
 }  // namespace
 
 absl::Status Pool::Grow(Inode& in, uint64_t bytes) {
@@ -44,8 +52,12 @@ absl::Status Pool::Grow(Inode& in, uint64_t bytes) {
   const bool segment = (r.flags & format::kInodeFlagSegment) != 0;
   const uint64_t seg_blocks = sb_.segment_size / kBlockSize;
   uint64_t missing = need - have;
+  // Segments grow by whole segments; other files by at least what they already have
+  // (doubling), so a file written in small appends needs only a few extents. What a
+  // file holds past its end is given back at release and truncate (TrimBlocks).
   if (r.extent_count > 0) {
-    missing -= alloc_.ExtendInPlace(r.extents[r.extent_count - 1], missing);
+    const uint64_t ahead = segment ? missing : std::max(missing, have);
+    missing -= std::min(missing, alloc_.ExtendInPlace(r.extents[r.extent_count - 1], ahead));
   }
   absl::Status error;
   while (missing > 0) {
@@ -54,18 +66,19 @@ absl::Status Pool::Grow(Inode& in, uint64_t bytes) {
                          ENOSPC);
       break;
     }
-    // Segments grow by whole segments from the bottom; other files double from the top,
-    // so a file written in small appends still needs only a few extents.
-    const uint64_t total = have + (need - have - missing);
+    // Segments from the bottom, other files from the top, so small files do not cut the
+    // runs segments need.
+    const uint64_t total = AllocatedBlocks(r);
     const uint64_t want = segment ? std::max(missing, seg_blocks) : std::max(missing, total);
     auto take = [&](uint64_t n) {
       return segment ? alloc_.AllocateLow(n) : alloc_.AllocateHigh(n);
     };
     std::optional<format::Extent> e = take(want);
-    if (!e && want != missing) e = take(missing);
     if (!e) {
+      // No run that long: the longest run there is, up to `want`. Never just `missing`:
+      // one small extent per write would reach kMaxExtents with most of the pool free.
       const uint64_t largest = alloc_.LargestRun();
-      if (largest > 0) e = take(std::min(largest, missing));
+      if (largest > 0) e = take(std::min(largest, want));
     }
     if (!e) {
       error = PosixError(absl::StrCat("no space for ", missing, " more blocks"), ENOSPC);
@@ -88,26 +101,17 @@ absl::Status Pool::Grow(Inode& in, uint64_t bytes) {
   return error;
 }
 
-absl::Status Pool::Truncate(uint64_t ino, uint64_t size, Transaction& txn,
-                            std::vector<uint64_t>& reclaim) {
+void Pool::TrimBlocks(uint64_t ino, uint64_t keep, Transaction& txn,
+                      std::vector<uint64_t>& reclaim) {
   Inode& in = *inodes_[ino];
   auto& r = in.rec;
+  // Leased blocks never change owner (lease.cc).
+  if (in.leases > 0) keep = std::max(keep, BlocksFor(in.leased_size));
+  if (AllocatedBlocks(r) <= keep) return;
   {
     MutexLock l(&in.mu);
     FlushDirty(in);  // before the extents change under the dirty range
   }
-  if (size > r.size) {
-    absl::Status s = Grow(in, size);
-    if (!s.ok()) return s;
-    r.size = size;  // the grown range is zero (format.h invariant)
-    return absl::OkStatus();
-  }
-  if (size == r.size) return absl::OkStatus();
-  const uint64_t old_size = r.size;
-  // Blocks past the new end go to a carrier orphan in the same transaction, which is
-  // zeroed and freed after the commit. Without a free inode for the carrier, the blocks
-  // stay with the file (zeroed) and are freed when it is.
-  const uint64_t keep = BlocksFor(size);
   format::InodeRecord kept = r;
   format::InodeRecord freed{};
   kept.extent_count = 0;
@@ -125,18 +129,47 @@ absl::Status Pool::Truncate(uint64_t ino, uint64_t size, Transaction& txn,
     }
     pos += e.count;
   }
+  // The blocks go to a carrier orphan in the same transaction, zeroed and freed after
+  // the commit. Without a free inode for the carrier, they stay with the file (zeroed)
+  // and are freed when it is.
+  if (free_inodes_.empty()) return;
   for (uint32_t i = kept.extent_count; i < format::kMaxExtents; ++i) kept.extents[i] = {};
-  if (freed.extent_count > 0 && !free_inodes_.empty()) {
-    auto carrier = NewInode(format::InodeType::kRegular, 0, Caller{});
-    Inode& c = *inodes_[*carrier];
-    c.rec.state = format::InodeState::kOrphan;
-    c.rec.nlink = 0;
-    c.rec.extent_count = freed.extent_count;
-    std::memcpy(c.rec.extents, freed.extents, sizeof(freed.extents));
-    txn.PutInode(sb_, *carrier, c.rec);
-    reclaim.push_back(*carrier);
-    r = kept;
+  auto carrier = NewInode(format::InodeType::kRegular, 0, Caller{});
+  Inode& c = *inodes_[*carrier];
+  c.rec.state = format::InodeState::kOrphan;
+  c.rec.nlink = 0;
+  c.rec.extent_count = freed.extent_count;
+  std::memcpy(c.rec.extents, freed.extents, sizeof(freed.extents));
+  txn.PutInode(sb_, *carrier, c.rec);
+  reclaim.push_back(*carrier);
+  r = kept;
+}
+
+absl::Status Pool::Truncate(uint64_t ino, uint64_t size, Transaction& txn,
+                            std::vector<uint64_t>& reclaim) {
+  Inode& in = *inodes_[ino];
+  auto& r = in.rec;
+  {
+    MutexLock l(&in.mu);
+    FlushDirty(in);  // before the extents change under the dirty range
   }
+  // A segment keeps its whole extent unless cut below it; any other file is left
+  // holding exactly its size (fallocate's preallocation past EOF included, as on ext4).
+  const bool segment = (r.flags & format::kInodeFlagSegment) != 0;
+  r.flags &= ~format::kInodeFlagPreallocated;
+  if (size > r.size) {
+    absl::Status s = Grow(in, size);
+    if (!s.ok()) return s;
+    r.size = size;  // the grown range is zero (format.h invariant)
+    if (!segment) TrimBlocks(ino, BlocksFor(size), txn, reclaim);
+    return absl::OkStatus();
+  }
+  if (size == r.size) {
+    if (!segment) TrimBlocks(ino, BlocksFor(size), txn, reclaim);
+    return absl::OkStatus();
+  }
+  const uint64_t old_size = r.size;
+  TrimBlocks(ino, BlocksFor(size), txn, reclaim);
   r.size = size;
   // Bytes past the new EOF must read as zero if the file grows again. Zeroed after the
   // commit (the caller's), so a crash leaves the old size with old bytes or the new size
@@ -165,19 +198,35 @@ absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char>
   const auto& r = (*in)->rec;
   if (r.type == format::InodeType::kDirectory) return PosixError("read", EISDIR);
   if (r.type != format::InodeType::kRegular) return PosixError("read", EINVAL);
-  ReaderMutexLock il(&(*in)->mu);
-  if (offset >= r.size) return 0;
-  const uint64_t n = std::min<uint64_t>(out.size(), r.size - offset);
-  ForEachRun(r, offset, n, [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
-    std::memcpy(out.data() + pos, region_->data() + pool_off, len);
-  });
+  uint64_t n = 0;
+  bool touch;
+  {
+    ReaderMutexLock il(&(*in)->mu);
+    if (offset < r.size) {
+      n = std::min<uint64_t>(out.size(), r.size - offset);
+      ForEachRun(r, offset, n, [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
+        std::memcpy(out.data() + pos, region_->data() + pool_off, len);
+      });
+    }
+    touch = !read_only_ && AtimeDue(r, NowNs());
+  }
+  if (touch) {
+    // relatime: at most once per change of the file (or per day), and committed with the
+    // record's next commit (a write's, Release, Close), never by the read itself.
+    MutexLock il(&(*in)->mu);
+    const int64_t now = NowNs();
+    if (AtimeDue((*in)->rec, now)) {
+      (*in)->rec.atime_ns = now;
+      (*in)->mtime_dirty = true;
+    }
+  }
   counters_.reads.fetch_add(1, std::memory_order_relaxed);
   counters_.read_bytes.fetch_add(n, std::memory_order_relaxed);
   return n;
 }
 
 absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
-                                   bool sync) {
+                                   bool sync, bool clear_setid, bool* setid_cleared) {
   if (absl::Status s = Writable(); !s.ok()) return s;
   const uint64_t len = data.size();
   if (len == 0) return 0;
@@ -210,34 +259,48 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
           in.rec.size = end;
           in.size_dirty = true;
         }
-        in.rec.mtime_ns = in.rec.ctime_ns = NowNs();
+        const int64_t now = NowNs();
+        in.rec.mtime_ns = in.rec.ctime_ns = now;
         in.mtime_dirty = true;
+        // Set-user-ID always, set-group-ID only with group execute (without it the bit
+        // means mandatory locking), as the kernel's file_remove_privs does.
+        const uint32_t setid = in.rec.mode & (S_ISUID | ((in.rec.mode & S_IXGRP) ? S_ISGID : 0));
+        const bool killed = clear_setid && setid != 0;
+        if (killed) in.rec.mode &= ~setid;
+        if (setid_cleared != nullptr) *setid_cleared = killed;
         counters_.writes.fetch_add(1, std::memory_order_relaxed);
         counters_.write_bytes.fetch_add(len, std::memory_order_relaxed);
         if (!persist) {
           in.dirty_lo = std::min(in.dirty_lo, offset);
           in.dirty_hi = std::max(in.dirty_hi, end);
+          if (killed) return CommitWritten(ino, in, len);
           return len;
         }
         region_->Drain();
         if (absl::Status h = region_->health(); !h.ok()) return h;
         if (sync) counters_.sync_writes.fetch_add(1, std::memory_order_relaxed);
-        if (in.size_dirty) {
-          absl::Status s = CommitRecord(ino, in);
-          if (!s.ok()) return s;
+        // The size must be durable now; the times within kTimesStalenessNs, so a stream
+        // of writes inside the size (WAL) commits at most once per that interval.
+        if (in.size_dirty || killed || now - in.committed_ns >= kTimesStalenessNs) {
+          return CommitWritten(ino, in, len);
         }
         return len;
       }
     }
-    MutexLock l(&mu_);
-    auto inr = Get(ino);
-    if (!inr.ok()) return inr.status();
-    absl::Status s = Grow(**inr, end);
-    if (!s.ok()) return s;
-    Transaction txn;
-    PutInode(txn, ino);
-    s = Commit(txn);
-    if (!s.ok()) return s;
+    absl::Status grown;
+    {
+      MutexLock l(&mu_);
+      auto inr = Get(ino);
+      if (!inr.ok()) return inr.status();
+      grown = Grow(**inr, end);
+      if (grown.ok()) {
+        Transaction txn;
+        PutInode(txn, ino);
+        absl::Status s = Commit(txn);
+        if (!s.ok()) return s;
+      }
+    }
+    if (!grown.ok() && (ErrnoFromStatus(grown) != ENOSPC || !AwaitReclaims())) return grown;
   }
 }
 
@@ -255,7 +318,14 @@ absl::Status Pool::CommitRecord(uint64_t ino, Inode& in) {
   Transaction txn;
   txn.PutInode(sb_, ino, in.rec);
   in.size_dirty = in.mtime_dirty = false;
+  in.committed_ns = NowNs();
   return Commit(txn);
+}
+
+absl::StatusOr<size_t> Pool::CommitWritten(uint64_t ino, Inode& in, size_t len) {
+  absl::Status s = CommitRecord(ino, in);
+  if (!s.ok()) return s;
+  return len;
 }
 
 absl::Status Pool::Fsync(InodeId ino, bool datasync) {
@@ -267,8 +337,45 @@ absl::Status Pool::Fsync(InodeId ino, bool datasync) {
   Inode& in = **inr;
   MutexLock il(&in.mu);
   FlushDirty(in);
-  if (in.size_dirty || (!datasync && in.mtime_dirty)) return CommitRecord(ino, in);
+  // fdatasync need not make the times durable, but keeps them within the bound Write
+  // keeps in pmem mode.
+  const bool times =
+      in.mtime_dirty && (!datasync || NowNs() - in.committed_ns >= kTimesStalenessNs);
+  if (in.size_dirty || times) return CommitRecord(ino, in);
   return region_->health();
+}
+
+absl::Status Pool::Release(InodeId ino) {
+  if (read_only_) return absl::OkStatus();
+  std::vector<uint64_t> reclaim;
+  absl::Status status;
+  {
+    MutexLock l(&mu_);
+    Inode* in = Find(ino);
+    if (in == nullptr) return absl::OkStatus();
+    auto& r = in->rec;
+    bool dirty;
+    {
+      MutexLock il(&in->mu);
+      // msync mode, bytes not yet synced: any commit of the record would msync them, and
+      // a close promises no durability (only fsync does). All is left to fsync; a later
+      // release trims.
+      if (in->dirty_hi > in->dirty_lo) return absl::OkStatus();
+      dirty = in->size_dirty || in->mtime_dirty;
+    }
+    Transaction txn;
+    const bool trim = r.type == format::InodeType::kRegular &&
+                      !(r.flags & (format::kInodeFlagSegment | format::kInodeFlagPreallocated));
+    if (trim) TrimBlocks(ino, BlocksFor(r.size), txn, reclaim);
+    if (!reclaim.empty() || dirty) {
+      PutInode(txn, ino);
+      status = Commit(txn);
+    }
+  }
+  // On a failed commit the carriers stay orphans in memory and on media: the next open
+  // reclaims them.
+  if (status.ok()) ReclaimAll(reclaim);
+  return status;
 }
 
 absl::Status Pool::FsyncDir(InodeId ino) {
@@ -289,21 +396,36 @@ absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint
   if (offset > max_bytes || length > max_bytes - offset) {
     return PosixError("fallocate beyond the pool", EFBIG);
   }
-  MutexLock l(&mu_);
-  auto inr = Get(ino);
-  if (!inr.ok()) return inr.status();
-  Inode& in = **inr;
-  if (in.rec.type == format::InodeType::kDirectory) return PosixError("fallocate", EISDIR);
-  if (in.rec.type != format::InodeType::kRegular) return PosixError("fallocate", ENODEV);
-  absl::Status s = Grow(in, offset + length);
-  if (!s.ok()) return s;
-  if (!(flags & kFallocateKeepSize) && offset + length > in.rec.size) {
-    in.rec.size = offset + length;
-    Touch(ino, true);
+  std::vector<uint64_t> reclaim;
+  absl::Status status;
+  {
+    MutexLock l(&mu_);
+    auto inr = Get(ino);
+    if (!inr.ok()) return inr.status();
+    Inode& in = **inr;
+    if (in.rec.type == format::InodeType::kDirectory) return PosixError("fallocate", EISDIR);
+    if (in.rec.type != format::InodeType::kRegular) return PosixError("fallocate", ENODEV);
+    const uint64_t had = AllocatedBlocks(in.rec);
+    absl::Status s = Grow(in, offset + length);
+    if (!s.ok()) return s;
+    if (!(flags & kFallocateKeepSize) && offset + length > in.rec.size) {
+      in.rec.size = offset + length;
+      Touch(ino, true);
+    }
+    if ((flags & kFallocateKeepSize) && offset + length > in.rec.size) {
+      in.rec.flags |= format::kInodeFlagPreallocated;
+    }
+    Transaction txn;
+    // What was asked for, not Grow's allowance for further growth.
+    if (!(in.rec.flags & format::kInodeFlagSegment)) {
+      TrimBlocks(ino, std::max({had, BlocksFor(offset + length), BlocksFor(in.rec.size)}), txn,
+                 reclaim);
+    }
+    PutInode(txn, ino);
+    status = Commit(txn);
   }
-  Transaction txn;
-  PutInode(txn, ino);
-  return Commit(txn);
+  if (status.ok()) ReclaimAll(reclaim);
+  return status;
 }
 
 }  // namespace walfs::core

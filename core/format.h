@@ -99,7 +99,15 @@ enum class InodeType : uint8_t {
   kRegular = 1,
   kDirectory = 2,
   kSymlink = 3,
+  // Inert inodes (no data, size 0, no extents): what they do is the kernel's (a FIFO's
+  // pipe, a socket's binding) or, for devices, would be a driver's, which a walfs mount
+  // (nodev) never opens. Devices keep their number in InodeRecord::rdev.
+  kFifo = 4,
+  kSocket = 5,
+  kCharDevice = 6,
+  kBlockDevice = 7,
 };
+inline constexpr uint8_t kMaxInodeType = 7;
 
 // A run of data blocks: [block, block + count) in data-area block indices.
 struct Extent {
@@ -113,10 +121,22 @@ inline constexpr uint32_t kMaxExtents = 26;
 
 // InodeRecord.flags
 inline constexpr uint32_t kInodeFlagSegment = 1u << 0;  // got a segment extent at create
+// fallocate(FALLOC_FL_KEEP_SIZE) allocated past EOF on purpose: the blocks stay until a
+// truncate, instead of being trimmed to the size when the file is closed. Pools written
+// before this flag existed simply never have it set.
+inline constexpr uint32_t kInodeFlagPreallocated = 1u << 1;
 
-// A symlink's target is stored inline in the bytes of `extents` (extent_count 0, size =
-// target length), so creating one is a single metadata transaction.
+// A symlink's target (size = its length, no NUL byte) up to kMaxSymlinkTarget bytes is
+// stored inline in the bytes of `extents` (extent_count 0), so creating one is a single
+// metadata transaction. A longer one, up to kMaxSymlinkTargetOutOfLine (PATH_MAX - 1),
+// is stored out of line: extent_count 1, extents[0] one data block holding the target
+// with zeros after it, the other extents zero. It is created as an orphan owning the
+// block (committed), then the target is written and persisted, then the inode is named
+// live: a crash in between leaves an orphan that recovery zeroes and frees. So a live
+// symlink's target is always complete; an orphan's need not be.
 inline constexpr uint32_t kMaxSymlinkTarget = kMaxExtents * sizeof(Extent);
+inline constexpr uint32_t kMaxSymlinkTargetOutOfLine = kBlockSize - 1;
+static_assert(kMaxSymlinkTarget == 416 && kMaxSymlinkTargetOutOfLine == 4095);
 
 struct InodeRecord {
   uint32_t crc;  // CRC-32C of bytes [4, kInodeSize); all-zero record = free
@@ -134,10 +154,12 @@ struct InodeRecord {
   int64_t ctime_ns;
   uint32_t extent_count;
   uint32_t flags;
-  uint8_t reserved1[24];
+  uint64_t rdev;  // kCharDevice/kBlockDevice: the device number (Linux dev_t); else 0
+  uint8_t reserved1[16];
   Extent extents[kMaxExtents];  // file order: byte 0 is in extents[0]
 };
 static_assert(sizeof(InodeRecord) == kInodeSize);
+static_assert(offsetof(InodeRecord, rdev) == 72);
 static_assert(offsetof(InodeRecord, extents) == 96);
 
 inline constexpr uint32_t kDirentSize = 320;

@@ -66,6 +66,10 @@ const char* TypeName(InodeType type) {
     case InodeType::kRegular: return "regular file";
     case InodeType::kDirectory: return "directory";
     case InodeType::kSymlink: return "symlink";
+    case InodeType::kFifo: return "fifo";
+    case InodeType::kSocket: return "socket";
+    case InodeType::kCharDevice: return "character device";
+    case InodeType::kBlockDevice: return "block device";
     case InodeType::kNone: break;
   }
   return "none";
@@ -76,6 +80,10 @@ uint32_t ModeTypeBits(InodeType type) {
     case InodeType::kRegular: return S_IFREG;
     case InodeType::kDirectory: return S_IFDIR;
     case InodeType::kSymlink: return S_IFLNK;
+    case InodeType::kFifo: return S_IFIFO;
+    case InodeType::kSocket: return S_IFSOCK;
+    case InodeType::kCharDevice: return S_IFCHR;
+    case InodeType::kBlockDevice: return S_IFBLK;
     case InodeType::kNone: break;
   }
   return 0;
@@ -464,7 +472,8 @@ class Checker {
   // Blocks a record whose crc is bad may still hold a file's data: never reported as
   // free space, never zeroed.
   void ClaimExtents(uint64_t ino, const InodeRecord& r) {
-    if (r.type == InodeType::kSymlink) return;  // inline target bytes, not extents
+    // An inline target's bytes are not extents; an out-of-line one has exactly one.
+    if (r.type == InodeType::kSymlink && r.extent_count != 1) return;
     const uint32_t n = std::min<uint32_t>(r.extent_count, format::kMaxExtents);
     for (uint32_t i = 0; i < n; ++i) {
       const Extent& x = r.extents[i];
@@ -474,24 +483,43 @@ class Checker {
     }
   }
 
-  // A symlink's target lives inline in the bytes of `extents` (format.h).
-  void CheckSymlink(const std::string& where, const InodeRecord& r) {
-    if (r.extent_count != 0) {
+  // A symlink's target lives inline in the bytes of `extents`, or out of line in the one
+  // block extents[0] names (format.h). Returns whether its extents are sound.
+  bool CheckSymlink(uint64_t ino, const std::string& where, const InodeRecord& r) {
+    if (r.extent_count > 1) {
       Add(Severity::kError, where,
           absl::StrCat("symlink has extent_count ", r.extent_count,
-                       "; its target is stored inline"));
-      return;
+                       "; its target is inline (0) or in one block (1)"));
+      return false;
     }
-    if (r.size == 0 || r.size > format::kMaxSymlinkTarget) {
+    const bool out_of_line = r.extent_count == 1;
+    const uint64_t min = out_of_line ? format::kMaxSymlinkTarget + 1 : 1;
+    const uint64_t max =
+        out_of_line ? format::kMaxSymlinkTargetOutOfLine : format::kMaxSymlinkTarget;
+    if (r.size < min || r.size > max) {
       Add(Severity::kError, where,
-          absl::StrCat("symlink target length ", r.size, " is not within 1..",
-                       format::kMaxSymlinkTarget));
-      return;
+          absl::StrCat("symlink target length ", r.size, " is not within ", min, "..", max,
+                       out_of_line ? " (out of line)" : " (inline)"));
+      return !out_of_line;
     }
     const char* target = reinterpret_cast<const char*>(r.extents);
+    if (out_of_line) {
+      const Extent& x = r.extents[0];
+      if (x.count != 1 || x.block >= sb_.data_blocks) {
+        Add(Severity::kError, where,
+            absl::StrCat("symlink target block ", x.block, " +", x.count,
+                         " is not one block of the data area"));
+        return false;
+      }
+      extents_.push_back({x.block, 1, ino, true});
+      // An orphan's target may never have been written (format.h).
+      if (r.state != InodeState::kLive) return true;
+      target = At(BlockOffset(x.block));
+    }
     if (std::memchr(target, '\0', r.size) != nullptr) {
       Add(Severity::kError, where, "symlink target contains a NUL byte");
     }
+    return true;
   }
 
   void LoadInodes() {
@@ -527,7 +555,7 @@ class Checker {
         ClaimExtents(ino, r);
         continue;
       }
-      if (type < 1 || type > 3) {
+      if (type < 1 || type > format::kMaxInodeType) {
         Add(Severity::kError, where, absl::StrCat("invalid type ", type));
         ClaimExtents(ino, r);
         continue;
@@ -541,9 +569,10 @@ class Checker {
             absl::StrFormat("mode 0%o has file-type bits that disagree with its type (%s)",
                             r.mode, TypeName(r.type)));
       }
-      if (r.type != InodeType::kRegular && r.extent_count != 0) info.extents_ok = false;
+      if (r.type == InodeType::kDirectory && r.extent_count != 0) info.extents_ok = false;
       if (r.type == InodeType::kSymlink) {
-        CheckSymlink(where, r);
+        if (!CheckSymlink(ino, where, r)) info.extents_ok = false;
+        if (!info.extents_ok && damaged_extents_ino_ == 0) damaged_extents_ino_ = ino;
         continue;
       }
       if (r.type == InodeType::kDirectory) {
@@ -551,6 +580,20 @@ class Checker {
           Add(Severity::kError, where,
               absl::StrCat("directory has extent_count ", r.extent_count,
                            "; directories own no data blocks"));
+        }
+        continue;
+      }
+      const bool device = r.type == InodeType::kCharDevice || r.type == InodeType::kBlockDevice;
+      if (r.rdev != 0 && !device) {
+        Add(Severity::kError, where,
+            absl::StrCat("a ", TypeName(r.type), " has device number ", r.rdev));
+      }
+      if (r.type != InodeType::kRegular) {  // FIFOs, sockets, devices: inert (format.h)
+        if (r.extent_count != 0 || r.size != 0) {
+          Add(Severity::kError, where,
+              absl::StrCat("a ", TypeName(r.type), " has extent_count ", r.extent_count,
+                           " and size ", r.size, "; it holds no data"));
+          if (r.extent_count != 0) info.extents_ok = false;
         }
         continue;
       }
@@ -916,9 +959,9 @@ class Checker {
       if (info.slot != Slot::kOrphan) continue;
       const InodeRecord r = ReadInode(ino);
       uint64_t blocks = 0;
-      const uint32_t n = r.type == InodeType::kRegular
-                             ? std::min<uint32_t>(r.extent_count, format::kMaxExtents)
-                             : 0;
+      const bool owns_blocks =
+          r.type == InodeType::kRegular || (r.type == InodeType::kSymlink && r.extent_count == 1);
+      const uint32_t n = owns_blocks ? std::min<uint32_t>(r.extent_count, format::kMaxExtents) : 0;
       for (uint32_t i = 0; i < n; ++i) blocks += r.extents[i].count;
       // Zeroing blocks another inode also claims would destroy its data.
       const bool repairable = info.extents_ok && !info.shares_blocks && info.names == 0;
@@ -1034,6 +1077,7 @@ class Checker {
       if (info.type == InodeType::kRegular) ++r.files;
       if (info.type == InodeType::kDirectory) ++r.dirs;
       if (info.type == InodeType::kSymlink) ++r.symlinks;
+      if (info.type >= InodeType::kFifo) ++r.specials;
     }
     r.dirents_total = sb_.dirent_count;
     r.dirents_used = dirents_used_;
@@ -1053,8 +1097,15 @@ class Checker {
     while (!stack.empty()) {
       auto [ino, path] = std::move(stack.back());
       stack.pop_back();
+      const InodeRecord record = ReadInode(ino);
       report_->files_list.push_back(
-          FsckFile{path, ino, ReadInode(ino), inodes_[ino].slot == Slot::kCorrupt});
+          FsckFile{path, ino, record, inodes_[ino].slot == Slot::kCorrupt,
+                   record.type == InodeType::kSymlink ? SymlinkTarget(region_, sb_, record)
+                                                      : std::string()});
+      // Only a directory has children. Entries that name anything else as their parent
+      // (damage, or a crafted pool) are not listed: below a symlink, such a path would
+      // lead an export wherever the symlink points.
+      if (record.type != InodeType::kDirectory) continue;
       auto it = children.find(ino);
       if (it == children.end()) continue;
       for (const Link* l : it->second) {
@@ -1090,7 +1141,7 @@ class Checker {
   absl::flat_hash_set<std::string> root_names_;  // names in the root, for Reattach
   uint64_t free_dirent_cursor_ = 0;        // no free dirent slot below it
   bool dirents_trusted_ = true;  // every used dirent was readable and consistent
-  uint64_t damaged_extents_ino_ = 0;  // first regular file with invalid extents, if any
+  uint64_t damaged_extents_ino_ = 0;  // first file or symlink with invalid extents, if any
   uint64_t dirents_used_ = 0;
   uint64_t blocks_used_ = 0;
 };
@@ -1199,9 +1250,18 @@ std::string JsonQuote(std::string_view s) {
   return out + "\"";
 }
 
-std::string SymlinkTarget(const InodeRecord& record) {
-  return std::string(reinterpret_cast<const char*>(record.extents),
-                     std::min<uint64_t>(record.size, format::kMaxSymlinkTarget));
+std::string SymlinkTarget(const PersistentRegion& region, const Superblock& sb,
+                          const InodeRecord& record) {
+  if (record.extent_count != 1) {
+    return std::string(reinterpret_cast<const char*>(record.extents),
+                       std::min<uint64_t>(record.size, format::kMaxSymlinkTarget));
+  }
+  const uint64_t block = record.extents[0].block;
+  if (block >= sb.data_blocks) return "";
+  const uint64_t offset = sb.data_offset + block * sb.block_size;
+  if (offset > region.size() || sb.block_size > region.size() - offset) return "";
+  return std::string(region.data() + offset,
+                     std::min<uint64_t>(record.size, format::kMaxSymlinkTargetOutOfLine));
 }
 
 std::string FormatUuid(const uint8_t (&uuid)[16]) {
@@ -1240,6 +1300,7 @@ std::string FsckReportJson(const FsckReport& report) {
                     ",\"dirents_total\":", report.dirents_total,
                     ",\"dirents_used\":", report.dirents_used, ",\"files\":", report.files,
                     ",\"dirs\":", report.dirs, ",\"symlinks\":", report.symlinks,
+                    ",\"specials\":", report.specials,
                     ",\"blocks_total\":", report.blocks_total,
                     ",\"blocks_used\":", report.blocks_used,
                     ",\"blocks_free\":", report.blocks_free,
@@ -1267,7 +1328,7 @@ std::string FsckReportJson(const FsckReport& report) {
                       ",\"mtime_ns\":", r.mtime_ns, ",\"generation\":", r.generation,
                       ",\"damaged\":", f.damaged ? "true" : "false");
       if (r.type == InodeType::kSymlink) {
-        absl::StrAppend(&out, ",\"target\":", JsonQuote(SymlinkTarget(r)));
+        absl::StrAppend(&out, ",\"target\":", JsonQuote(f.target));
       }
       out += ",\"extents\":[";
       const uint32_t n = r.type == InodeType::kRegular

@@ -76,6 +76,7 @@ struct FsckFile {
   uint64_t ino = 0;
   format::InodeRecord record{};
   bool damaged = false;  // the record is corrupt: its fields are a best guess
+  std::string target;    // a symlink's target (SymlinkTarget), else empty
 };
 
 struct FsckReport {
@@ -91,6 +92,7 @@ struct FsckReport {
   uint64_t inodes_total = 0, inodes_live = 0, inodes_orphan = 0, inodes_free = 0;
   uint64_t dirents_total = 0, dirents_used = 0;
   uint64_t files = 0, dirs = 0, symlinks = 0;
+  uint64_t specials = 0;  // FIFOs, sockets, devices
   uint64_t blocks_total = 0, blocks_used = 0, blocks_free = 0;
   uint64_t journal_sequence = 0;  // of the last committed transaction, 0 if none
   uint32_t passes = 0;            // check passes run (more than one after repairs)
@@ -137,9 +139,11 @@ class PoolClaim {
   int fd_;
 };
 
-// The target of a symlink record (stored inline in its extents' bytes, format.h), cut to
-// kMaxSymlinkTarget bytes whatever its size field says.
-std::string SymlinkTarget(const format::InodeRecord& record);
+// The target of a symlink record: inline in its extents' bytes, or out of line in the
+// block extents[0] names (format.h), cut to what that storage holds whatever its size
+// field says; empty when the block lies outside the region.
+std::string SymlinkTarget(const PersistentRegion& region, const format::Superblock& sb,
+                          const format::InodeRecord& record);
 
 // "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
 std::string FormatUuid(const uint8_t (&uuid)[16]);

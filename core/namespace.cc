@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/names.h"
@@ -23,6 +24,10 @@ uint32_t DirentType(format::InodeType t) {
   switch (t) {
     case format::InodeType::kDirectory: return S_IFDIR;
     case format::InodeType::kSymlink: return S_IFLNK;
+    case format::InodeType::kFifo: return S_IFIFO;
+    case format::InodeType::kSocket: return S_IFSOCK;
+    case format::InodeType::kCharDevice: return S_IFCHR;
+    case format::InodeType::kBlockDevice: return S_IFBLK;
     default: return S_IFREG;
   }
 }
@@ -117,6 +122,15 @@ absl::StatusOr<Attr> Pool::GetAttr(InodeId ino) {
 
 absl::StatusOr<Attr> Pool::Create(InodeId parent, std::string_view name, uint32_t mode,
                                   const Caller& caller, bool exclusive) {
+  absl::StatusOr<Attr> result = CreateOnce(parent, name, mode, caller, exclusive);
+  while (!result.ok() && ErrnoFromStatus(result.status()) == ENOSPC && AwaitReclaims()) {
+    result = CreateOnce(parent, name, mode, caller, exclusive);
+  }
+  return result;
+}
+
+absl::StatusOr<Attr> Pool::CreateOnce(InodeId parent, std::string_view name, uint32_t mode,
+                                      const Caller& caller, bool exclusive) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
   MutexLock l(&mu_);
@@ -167,11 +181,12 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
   if (target.empty()) return PosixError("symlink target", ENOENT);
-  if (target.size() > format::kMaxSymlinkTarget) {
-    return PosixError(absl::StrCat("symlink target longer than ", format::kMaxSymlinkTarget,
-                                   " bytes"),
+  if (target.size() > format::kMaxSymlinkTargetOutOfLine) {
+    return PosixError(absl::StrCat("symlink target longer than ",
+                                   format::kMaxSymlinkTargetOutOfLine, " bytes"),
                       ENAMETOOLONG);
   }
+  if (target.find('\0') != std::string_view::npos) return PosixError("symlink target", EINVAL);
   MutexLock l(&mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
@@ -180,8 +195,64 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
   if (!entry.ok()) return entry.status();
   const auto [slot, ino] = *entry;
   Inode& in = *inodes_[ino];
-  std::memcpy(in.rec.extents, target.data(), target.size());
   in.rec.size = target.size();
+  if (target.size() <= format::kMaxSymlinkTarget) {
+    std::memcpy(in.rec.extents, target.data(), target.size());
+    return CommitEntry(parent, name, slot, ino);
+  }
+  // Out of line (format.h): the orphan owning the block commits first, then the target
+  // is persisted in the block (free space, so zero after the target), then the entry.
+  std::optional<format::Extent> block = alloc_.AllocateHigh(1);
+  if (!block) {
+    DiscardEntry(slot, ino);
+    return PosixError("no space for a symlink target", ENOSPC);
+  }
+  in.rec.extent_count = 1;
+  in.rec.extents[0] = *block;
+  in.rec.state = format::InodeState::kOrphan;
+  in.rec.nlink = 0;
+  Transaction orphan;
+  PutInode(orphan, ino);
+  if (absl::Status s = Commit(orphan); !s.ok()) {
+    // Whether or not it reached the pool, the next open reclaims it as an orphan.
+    free_slots_.push_back(slot);
+    return s;
+  }
+  const uint64_t off = sb_.data_offset + block->block * format::kBlockSize;
+  region_->Store(off, target.data(), target.size());
+  region_->Flush(off, target.size());
+  region_->Drain();
+  if (absl::Status h = region_->health(); !h.ok()) {
+    free_slots_.push_back(slot);
+    return h;
+  }
+  in.rec.state = format::InodeState::kLive;
+  in.rec.nlink = 1;
+  return CommitEntry(parent, name, slot, ino);
+}
+
+absl::StatusOr<Attr> Pool::Mknod(InodeId parent, std::string_view name, uint32_t mode,
+                                 uint64_t rdev, const Caller& caller) {
+  if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  format::InodeType type;
+  switch (mode & S_IFMT) {
+    case S_IFIFO: type = format::InodeType::kFifo; break;
+    case S_IFSOCK: type = format::InodeType::kSocket; break;
+    case S_IFCHR: type = format::InodeType::kCharDevice; break;
+    case S_IFBLK: type = format::InodeType::kBlockDevice; break;
+    default: return PosixError("mknod of this file type", EINVAL);
+  }
+  const bool device = type == format::InodeType::kCharDevice ||
+                      type == format::InodeType::kBlockDevice;
+  MutexLock l(&mu_);
+  auto dir = GetDir(parent);
+  if (!dir.ok()) return dir.status();
+  if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
+  auto entry = NewEntry(parent, type, mode & 07777, caller);
+  if (!entry.ok()) return entry.status();
+  const auto [slot, ino] = *entry;
+  inodes_[ino]->rec.rdev = device ? rdev : 0;
   return CommitEntry(parent, name, slot, ino);
 }
 
@@ -191,6 +262,10 @@ absl::StatusOr<std::string> Pool::Readlink(InodeId ino) {
   if (!in.ok()) return in.status();
   const auto& r = (*in)->rec;
   if (r.type != format::InodeType::kSymlink) return PosixError("readlink", EINVAL);
+  if (r.extent_count == 1) {  // out of line (format.h)
+    return std::string(region_->data() + sb_.data_offset + r.extents[0].block * format::kBlockSize,
+                       r.size);
+  }
   return std::string(reinterpret_cast<const char*>(r.extents), r.size);
 }
 
@@ -330,8 +405,6 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
       }
       PutDirent(txn, src_slot, parent, dst_ino, name);
       PutDirent(txn, dst_slot, new_parent, src_ino, new_name);
-      Touch(dst_ino, false);
-      PutInode(txn, dst_ino);
     } else {
       if (target_exists) {
         Inode& dst = *inodes_[dst_ino];
@@ -366,6 +439,25 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
         ++(*dst_dir)->rec.nlink;
       }
     }
+    // A file created under a segment name that leaves segment names gives its segment
+    // extent back: PostgreSQL writes timeline history files as xlogtemp.<pid> and renames
+    // them, and each would otherwise hold a whole segment.
+    auto settle = [&](uint64_t ino, std::string_view its_name) {
+      auto& r = inodes_[ino]->rec;
+      if (r.type != format::InodeType::kRegular || !(r.flags & format::kInodeFlagSegment) ||
+          IsWalSegmentName(its_name)) {
+        return;
+      }
+      r.flags &= ~format::kInodeFlagSegment;
+      TrimBlocks(ino, format::AlignUp(r.size, format::kBlockSize) / format::kBlockSize, txn,
+                 reclaim);
+    };
+    if (flags & kRenameExchange) {
+      settle(dst_ino, name);
+      Touch(dst_ino, false);
+      PutInode(txn, dst_ino);
+    }
+    settle(src_ino, new_name);
     Touch(src_ino, false);
     PutInode(txn, src_ino);
     Touch(parent, true);
@@ -402,6 +494,9 @@ absl::StatusOr<Attr> Pool::Setattr(InodeId ino, const SetattrRequest& request) {
       }
       absl::Status s = Truncate(ino, *request.size, txn, reclaim);
       if (!s.ok()) return s;
+    }
+    if (request.clear_setid && !request.mode) {
+      r.mode &= ~(S_ISUID | ((r.mode & S_IXGRP) ? S_ISGID : 0));
     }
     if (request.mode) r.mode = (r.mode & S_IFMT) | (*request.mode & 07777);
     if (request.uid) r.uid = *request.uid;

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ctime>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/crc32c.h"
@@ -27,6 +29,10 @@ uint32_t TypeBits(format::InodeType t) {
     case format::InodeType::kRegular: return S_IFREG;
     case format::InodeType::kDirectory: return S_IFDIR;
     case format::InodeType::kSymlink: return S_IFLNK;
+    case format::InodeType::kFifo: return S_IFIFO;
+    case format::InodeType::kSocket: return S_IFSOCK;
+    case format::InodeType::kCharDevice: return S_IFCHR;
+    case format::InodeType::kBlockDevice: return S_IFBLK;
     default: return 0;
   }
 }
@@ -155,8 +161,14 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
     if (type_bits == 0 || (rec.mode & S_IFMT) != type_bits) {
       return absl::DataLossError(absl::StrCat(where(), "invalid type/mode"));
     }
+    if (rec.rdev != 0 && rec.type != format::InodeType::kCharDevice &&
+        rec.type != format::InodeType::kBlockDevice) {
+      return absl::DataLossError(absl::StrCat(where(), "device number on a non-device"));
+    }
+    const bool out_of_line = rec.type == format::InodeType::kSymlink && rec.extent_count == 1;
     if (rec.extent_count > format::kMaxExtents ||
-        (rec.type != format::InodeType::kRegular && rec.extent_count != 0)) {
+        (rec.type != format::InodeType::kRegular && rec.extent_count != 0 && !out_of_line) ||
+        (out_of_line && rec.extents[0].count != 1)) {
       return absl::DataLossError(
           absl::StrCat(where(), "invalid extent count ", rec.extent_count));
     }
@@ -164,16 +176,22 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
       absl::Status s = alloc_.Reserve(rec.extents[i]);
       if (!s.ok()) return absl::DataLossError(absl::StrCat(where(), s.message()));
     }
-    const uint64_t limit = rec.type == format::InodeType::kSymlink
-                               ? format::kMaxSymlinkTarget
-                               : AllocatedBlocks(rec) * kBlockSize;
+    const uint64_t limit = rec.type != format::InodeType::kSymlink
+                               ? AllocatedBlocks(rec) * kBlockSize
+                           : out_of_line ? format::kMaxSymlinkTargetOutOfLine
+                                         : format::kMaxSymlinkTarget;
     if (rec.type != format::InodeType::kDirectory && rec.size > limit) {
       return absl::DataLossError(absl::StrCat(where(), "size ", rec.size,
                                               " exceeds its allocation of ", limit));
     }
+    // An orphan's out-of-line target may never have been written (format.h).
     if (rec.type == format::InodeType::kSymlink &&
-        (rec.size == 0 ||
-         std::memchr(reinterpret_cast<const char*>(rec.extents), '\0', rec.size) != nullptr)) {
+        (rec.size == 0 || (out_of_line && rec.size <= format::kMaxSymlinkTarget) ||
+         (rec.state == format::InodeState::kLive &&
+          std::memchr(out_of_line ? region_->data() + sb_.data_offset +
+                                        rec.extents[0].block * kBlockSize
+                                  : reinterpret_cast<const char*>(rec.extents),
+                      '\0', rec.size) != nullptr))) {
       return absl::DataLossError(absl::StrCat(where(), "invalid symlink target"));
     }
     // A directory's size is not used (stat shows one block), and fsck does not judge it.
@@ -407,6 +425,7 @@ Attr Pool::MakeAttr(InodeId ino, const Inode& in) const {
   a.atime_ns = r.atime_ns;
   a.mtime_ns = r.mtime_ns;
   a.ctime_ns = r.ctime_ns;
+  a.rdev = r.rdev;
   return a;
 }
 
@@ -474,6 +493,7 @@ void Pool::PutInode(Transaction& txn, uint64_t ino) {
   MutexLock l(&in.mu);
   FlushDirty(in);
   in.size_dirty = in.mtime_dirty = false;
+  in.committed_ns = NowNs();
   txn.PutInode(sb_, ino, in.rec);
 }
 
@@ -514,6 +534,17 @@ bool Pool::IsAncestor(uint64_t dir, uint64_t of) const {
   }
 }
 
+bool Pool::AwaitReclaims() {
+  constexpr auto kReclaimWait = std::chrono::seconds(10);
+  if (reclaims_in_flight_.load() == 0) return false;
+  const uint64_t done = reclaims_done_.load();
+  const auto deadline = std::chrono::steady_clock::now() + kReclaimWait;
+  while (reclaims_in_flight_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return reclaims_done_.load() != done;
+}
+
 void Pool::ReclaimAll(const std::vector<uint64_t>& inos) {
   for (uint64_t ino : inos) Reclaim(ino);
 }
@@ -530,7 +561,15 @@ void Pool::Reclaim(uint64_t ino) {
     }
     in->reclaiming = true;
     rec = in->rec;
+    reclaims_in_flight_.fetch_add(1);
   }
+  struct Done {
+    Pool* pool;
+    ~Done() {
+      pool->reclaims_done_.fetch_add(1);
+      pool->reclaims_in_flight_.fetch_sub(1);
+    }
+  } done{this};
   // The orphan owns its extents until the commit below, so nobody else touches them and
   // the zeroing runs without locks. A crash before the commit leaves the orphan in place
   // and the next open zeroes it again.

@@ -65,11 +65,15 @@ class Pool {
   absl::StatusOr<Attr> Setattr(InodeId ino, const SetattrRequest& request);
   absl::StatusOr<Attr> Create(InodeId parent, std::string_view name, uint32_t mode,
                               const Caller& caller, bool exclusive);
+  absl::StatusOr<Attr> CreateOnce(InodeId parent, std::string_view name, uint32_t mode,
+                                  const Caller& caller, bool exclusive);
   absl::StatusOr<Attr> Mkdir(InodeId parent, std::string_view name, uint32_t mode,
                              const Caller& caller);
   absl::StatusOr<Attr> Symlink(InodeId parent, std::string_view name,
                                std::string_view target, const Caller& caller);
   absl::StatusOr<std::string> Readlink(InodeId ino);
+  absl::StatusOr<Attr> Mknod(InodeId parent, std::string_view name, uint32_t mode,
+                             uint64_t rdev, const Caller& caller);
   absl::StatusOr<Attr> Link(InodeId ino, InodeId new_parent, std::string_view new_name);
   absl::Status Unlink(InodeId parent, std::string_view name);
   absl::Status Rmdir(InodeId parent, std::string_view name);
@@ -77,10 +81,11 @@ class Pool {
                       std::string_view new_name, uint32_t flags);
   absl::StatusOr<size_t> Read(InodeId ino, uint64_t offset, absl::Span<char> out);
   absl::StatusOr<size_t> Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
-                               bool sync);
+                               bool sync, bool clear_setid, bool* setid_cleared);
   absl::Status Fsync(InodeId ino, bool datasync);
   absl::Status FsyncDir(InodeId ino);
   absl::Status Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags);
+  absl::Status Release(InodeId ino);
   absl::StatusOr<Lease> AcquireLease(InodeId ino, bool renew);
   absl::Status ReleaseLease(InodeId ino);
   absl::Status Readdir(InodeId ino, uint64_t cookie,
@@ -108,7 +113,11 @@ class Pool {
     uint64_t dirty_lo ABSL_GUARDED_BY(mu) = UINT64_MAX;
     uint64_t dirty_hi ABSL_GUARDED_BY(mu) = 0;
     bool size_dirty = false;   // rec.size changed since the last commit
-    bool mtime_dirty = false;  // rec.mtime_ns changed by a write since the last commit
+    // rec's times changed by a write (mtime, ctime) or a read (atime) since the last commit
+    bool mtime_dirty = false;
+    // When the record was last committed (NowNs), to bound how stale the durable times
+    // of a file written in place may be (kTimesStalenessNs). Guarded by mu.
+    int64_t committed_ns = 0;
   };
   struct Dirent {
     uint64_t parent;
@@ -166,7 +175,14 @@ class Pool {
   void Touch(uint64_t ino, bool mtime) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsAncestor(uint64_t dir, uint64_t of) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Gives `in` blocks until its extents cover `bytes`; ENOSPC/EFBIG when impossible.
+  // Files other than segments may get up to twice what they need (TrimBlocks gives the
+  // rest back).
   absl::Status Grow(Inode& in, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leaves `ino` owning only its first `keep` blocks (never fewer than its leases cover):
+  // the rest move in txn to a carrier orphan appended to `reclaim`, which the caller
+  // reclaims after committing txn with `ino`'s record.
+  void TrimBlocks(uint64_t ino, uint64_t keep, Transaction& txn,
+                  std::vector<uint64_t>& reclaim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets a regular file's size in txn (growing: allocates; shrinking: moves whole blocks
   // past the end to a carrier orphan appended to `reclaim`). The caller commits, then
   // calls ZeroPendingTail to zero the bytes past the new EOF.
@@ -175,6 +191,12 @@ class Pool {
   void ZeroPendingTail() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Zeroes an orphan's extents, then frees it. Takes mu_ itself; call without it.
   void Reclaim(uint64_t ino) ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks being zeroed by a Reclaim in another thread are not free yet. An allocation
+  // that fails with ENOSPC while any is in flight calls this (without mu_) and retries
+  // when it returns true: it waits, at most kReclaimWait, until none is in flight, and
+  // says whether any finished meanwhile. So ENOSPC means the space is not there, not
+  // that it is still being zeroed (an unlink or a trim just before).
+  bool AwaitReclaims() ABSL_LOCKS_EXCLUDED(mu_);
   void ReclaimAll(const std::vector<uint64_t>& inos) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Data-path helpers.
@@ -184,7 +206,10 @@ class Pool {
   void ForEachRun(const format::InodeRecord& rec, uint64_t off, uint64_t len, Fn fn) const;
   void FlushDirty(Inode& in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(in.mu);
   void ZeroRange(const format::InodeRecord& rec, uint64_t off, uint64_t len);
+  // Commits `in`'s record (after flushing its dirty data); under in.mu.
   absl::Status CommitRecord(uint64_t ino, Inode& in);
+  // CommitRecord, then `len` (a Write's result).
+  absl::StatusOr<size_t> CommitWritten(uint64_t ino, Inode& in, size_t len);
 
   std::unique_ptr<PersistentRegion> region_;
   const format::Superblock sb_;
@@ -206,6 +231,9 @@ class Pool {
 
   Mutex journal_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::unique_ptr<Journal> journal_ ABSL_GUARDED_BY(journal_mu_);
+
+  std::atomic<uint32_t> reclaims_in_flight_{0};
+  std::atomic<uint64_t> reclaims_done_{0};
 
   struct AtomicCounters {
     std::atomic<uint64_t> writes{0}, write_bytes{0}, reads{0}, read_bytes{0};

@@ -40,6 +40,10 @@ absl::StatusOr<Attr> WalDirectory::Mkdir(InodeId parent, std::string_view name,
                                          uint32_t mode, const Caller& caller) {
   return pool_->Mkdir(parent, name, mode, caller);
 }
+absl::StatusOr<Attr> WalDirectory::Mknod(InodeId parent, std::string_view name, uint32_t mode,
+                                         uint64_t rdev, const Caller& caller) {
+  return pool_->Mknod(parent, name, mode, rdev, caller);
+}
 absl::StatusOr<Attr> WalDirectory::Symlink(InodeId parent, std::string_view name,
                                            std::string_view target, const Caller& caller) {
   return pool_->Symlink(parent, name, target, caller);
@@ -66,8 +70,9 @@ absl::StatusOr<size_t> WalDirectory::Read(InodeId ino, uint64_t offset,
   return pool_->Read(ino, offset, out);
 }
 absl::StatusOr<size_t> WalDirectory::Write(InodeId ino, uint64_t offset,
-                                           absl::Span<const char> data, bool sync) {
-  return pool_->Write(ino, offset, data, sync);
+                                           absl::Span<const char> data, bool sync,
+                                           bool clear_setid, bool* setid_cleared) {
+  return pool_->Write(ino, offset, data, sync, clear_setid, setid_cleared);
 }
 absl::Status WalDirectory::Fsync(InodeId ino, bool datasync) {
   return pool_->Fsync(ino, datasync);
@@ -77,6 +82,7 @@ absl::Status WalDirectory::Fallocate(InodeId ino, uint64_t offset, uint64_t leng
                                      uint32_t flags) {
   return pool_->Fallocate(ino, offset, length, flags);
 }
+absl::Status WalDirectory::Release(InodeId ino) { return pool_->Release(ino); }
 absl::Status WalDirectory::Readdir(InodeId ino, uint64_t cookie,
                                    const std::function<bool(const DirEntry&)>& fn) {
   return pool_->Readdir(ino, cookie, fn);

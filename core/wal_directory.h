@@ -62,6 +62,7 @@ struct Attr {
   int64_t atime_ns = 0;
   int64_t mtime_ns = 0;
   int64_t ctime_ns = 0;
+  uint64_t rdev = 0;  // devices: st_rdev
 };
 
 // Who asks: new inodes get this uid/gid (the gid is the directory's in a set-group-ID
@@ -74,6 +75,9 @@ struct Caller {
 
 struct SetattrRequest {
   std::optional<uint32_t> mode;  // permission bits only; the type bits are kept
+  // The caller lacks CAP_FSETID and truncates (open O_TRUNC): S_ISUID and, with group
+  // execute, S_ISGID are cleared as a write would clear them. `mode` overrides it.
+  bool clear_setid = false;
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
   std::optional<uint64_t> size;  // truncate: grown range reads as zeros
@@ -84,7 +88,7 @@ struct SetattrRequest {
 struct DirEntry {
   std::string_view name;
   InodeId ino;
-  uint32_t type;  // S_IFREG / S_IFDIR / S_IFLNK (d_type = type >> 12)
+  uint32_t type;  // S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, ... (d_type = type >> 12)
   uint64_t next_cookie;  // pass to Readdir to continue after this entry
 };
 
@@ -133,6 +137,10 @@ struct OpenOptions {
   bool zero_elision = true;
 };
 
+// How old the durable mtime/ctime of a file written in place may be, behind its last
+// write (see Write): a write commits its record when the last commit is this old.
+inline constexpr int64_t kTimesStalenessNs = 1'000'000'000;
+
 enum RenameFlags : uint32_t {
   kRenameNoReplace = 1u << 0,  // RENAME_NOREPLACE
   kRenameExchange = 1u << 1,   // RENAME_EXCHANGE
@@ -172,23 +180,44 @@ class WalDirectory {
   absl::StatusOr<Attr> Symlink(InodeId parent, std::string_view name,
                                std::string_view target, const Caller& caller);
   absl::StatusOr<std::string> Readlink(InodeId ino);
+  // Creates a FIFO, socket, character or block device (`mode`'s S_IFMT; rdev for
+  // devices) as an inert inode: it holds no data and walfs never opens it (EINVAL for
+  // any other type; regular files come through Create).
+  absl::StatusOr<Attr> Mknod(InodeId parent, std::string_view name, uint32_t mode,
+                             uint64_t rdev, const Caller& caller);
   absl::StatusOr<Attr> Link(InodeId ino, InodeId new_parent, std::string_view new_name);
   absl::Status Unlink(InodeId parent, std::string_view name);
   absl::Status Rmdir(InodeId parent, std::string_view name);
   absl::Status Rename(InodeId parent, std::string_view name, InodeId new_parent,
                       std::string_view new_name, uint32_t flags);
 
-  // Reads up to out.size() bytes at `offset`; short only at EOF.
+  // Reads up to out.size() bytes at `offset`; short only at EOF. atime follows relatime
+  // (moved when not newer than mtime/ctime or a day old), regular files only; it becomes
+  // durable with the record's next commit (a write's, Release, Close), not by the read.
   absl::StatusOr<size_t> Read(InodeId ino, uint64_t offset, absl::Span<char> out);
   // Writes all of `data` at `offset`, allocating as needed (ENOSPC only then). `sync`:
-  // the write is durable when this returns (O_DSYNC/O_SYNC handles).
+  // the write is durable when this returns (O_DSYNC/O_SYNC handles). `clear_setid`: the
+  // writer may not keep set-user-ID/set-group-ID on the file (it lacks CAP_FSETID), so
+  // S_ISUID and, with group execute, S_ISGID are cleared and committed before this
+  // returns, as a local file system's write does (the kernel leaves it to FUSE servers
+  // on direct_io files); `*setid_cleared` (if given) says whether it cleared any.
+  // Times: in pmem mode a write's mtime/ctime are durable at most kTimesStalenessNs
+  // after the write (a write commits the record when the last commit is older); in
+  // msync mode, with the data (Fsync; fdatasync within the same bound). Release and
+  // Close commit them at once.
   absl::StatusOr<size_t> Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
-                               bool sync);
+                               bool sync, bool clear_setid = false,
+                               bool* setid_cleared = nullptr);
   // Makes every byte written to `ino` through any handle, and its size, durable.
   absl::Status Fsync(InodeId ino, bool datasync);
   // Directory metadata is already durable; kept for symmetry and counters.
   absl::Status FsyncDir(InodeId ino);
   absl::Status Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags);
+  // An open file was closed (FUSE RELEASE): its pending times are committed, and a file
+  // that is neither a WAL segment nor preallocated (fallocate KEEP_SIZE) gives back the
+  // blocks it holds past its size (growth allocates ahead, Grow). In msync mode a file
+  // with bytes not yet synced is left alone: close makes nothing durable.
+  absl::Status Release(InodeId ino);
 
   // Direct access (the daemon side of fs/lease_protocol.h). Grants a lease on the
   // regular file `ino`: its bytes [0, size) with size = the file's size now, which is

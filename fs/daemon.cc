@@ -223,6 +223,7 @@ int RunDaemon(const Options& options) {
     (void)dir->Close();
     return 1;
   }
+  server.set_session(se.get());
   if (fuse_set_signal_handlers(se.get()) != 0) {
     Log(LOG_ERR, "cannot install signal handlers");
     (void)dir->Close();

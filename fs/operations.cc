@@ -55,6 +55,11 @@ int NeverEintr(int error) { return error == EINTR ? EIO : error; }
 
 Server& GetServer(fuse_req_t req) { return *static_cast<Server*>(fuse_req_userdata(req)); }
 
+// Whether a write or O_TRUNC by this caller clears set-user-ID/set-group-ID. The kernel
+// decides it by CAP_FSETID, which does not reach the server; the caller's fsuid stands
+// in for it: root keeps the bits (as with the capability), anyone else clears them.
+bool ClearsSetid(fuse_req_t req) { return fuse_req_ctx(req)->uid != 0; }
+
 core::Caller GetCaller(fuse_req_t req) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
   return core::Caller{.uid = ctx->uid, .gid = ctx->gid};
@@ -105,6 +110,7 @@ struct stat ToStat(const core::Attr& a) {
   st.st_size = static_cast<off_t>(a.size);
   st.st_blocks = static_cast<blkcnt_t>(a.blocks);
   st.st_blksize = core::format::kBlockSize;
+  st.st_rdev = static_cast<dev_t>(a.rdev);
   st.st_atim = ToTimespec(a.atime_ns);
   st.st_mtim = ToTimespec(a.mtime_ns);
   st.st_ctim = ToTimespec(a.ctime_ns);
@@ -183,7 +189,11 @@ void WalfsInit(void* userdata, fuse_conn_info* conn) {
   // The kernel applies the caller's umask before CREATE/MKDIR (no DONT_MASK), so the
   // mode that arrives is final and fuse_req_ctx()->umask is not needed.
   conn->want &= ~FUSE_CAP_DONT_MASK;
-  // The kernel clears suid/sgid itself (with a SETATTR) on write, chown and truncate.
+  // Without HANDLE_KILLPRIV the kernel clears suid/sgid itself (with a SETATTR) on chown
+  // and truncate(2). Not on a direct_io WRITE or an O_TRUNC OPEN: it flags those for the
+  // server (FUSE_WRITE_KILL_SUIDGID, FUSE_OPEN_KILL_SUIDGID), flags libfuse 3.14 does
+  // not pass on, so walfs clears the bits itself for callers other than root
+  // (ClearsSetid).
   conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
   // O_TRUNC arrives with OPEN and is applied there: one round trip instead of two.
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
@@ -285,17 +295,16 @@ void WalfsReadlink(fuse_req_t req, fuse_ino_t ino) {
 
 void WalfsMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                 dev_t rdev) {
-  (void)rdev;
-  // Only regular files (some tools create them with mknod); a pg_wal has no use for
-  // devices, fifos or sockets.
-  if (!S_ISREG(mode)) {
-    fuse_reply_err(req, EPERM);
+  core::WalDirectory& dir = GetServer(req).dir();
+  if (S_ISREG(mode)) {  // some tools create regular files with mknod
+    ReplyEntry(req, dir.Create(parent, name, mode & 07777, GetCaller(req), /*exclusive=*/true),
+               "mknod", parent);
     return;
   }
-  ReplyEntry(req,
-             GetServer(req).dir().Create(parent, name, mode & 07777, GetCaller(req),
-                                         /*exclusive=*/true),
-             "mknod", parent);
+  // FIFOs, sockets and devices are inert inodes: the kernel gives a FIFO its pipe and a
+  // socket its binding without asking walfs, and the mount is nodev, so a device node
+  // is never opened. (The kernel checks CAP_MKNOD for devices before it asks.)
+  ReplyEntry(req, dir.Mknod(parent, name, mode, rdev, GetCaller(req)), "mknod", parent);
 }
 
 void WalfsMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
@@ -350,6 +359,7 @@ void WalfsCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mod
     // Create found an existing file (a race with another creator): O_TRUNC applies.
     core::SetattrRequest truncate;
     truncate.size = 0;
+    truncate.clear_setid = ClearsSetid(req);
     absl::StatusOr<core::Attr> truncated = dir.Setattr(attr->ino, truncate);
     if (!truncated.ok()) {
       dir.Forget(attr->ino, 1);
@@ -371,6 +381,7 @@ void WalfsOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (fi->flags & O_TRUNC) {
     core::SetattrRequest truncate;
     truncate.size = 0;
+    truncate.clear_setid = ClearsSetid(req);
     absl::StatusOr<core::Attr> attr = GetServer(req).dir().Setattr(ino, truncate);
     if (!attr.ok()) {
       fuse_reply_err(req, StatusToErrno(attr.status(), "open (truncate)", ino));
@@ -399,13 +410,22 @@ void WalfsWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, of
                 fuse_file_info* fi) {
   const Server& server = GetServer(req);
   bool sync = FileHandle::From(fi)->SyncWrite(fi->flags) && !server.config().ignore_dsync;
+  const bool clear_setid = ClearsSetid(req);
+  bool setid_cleared = false;
   core::WalDirectory& dir = server.dir();
   absl::StatusOr<size_t> n = RetryInterrupted([&] {
-    return dir.Write(ino, static_cast<uint64_t>(off), absl::MakeConstSpan(buf, size), sync);
+    return dir.Write(ino, static_cast<uint64_t>(off), absl::MakeConstSpan(buf, size), sync,
+                     clear_setid, &setid_cleared);
   });
   if (!n.ok()) {
     fuse_reply_err(req, NeverEintr(StatusToErrno(n.status(), "write", ino)));
     return;
+  }
+  if (setid_cleared && server.session() != nullptr) {
+    // After a WRITE the kernel refreshes only size and times; it must also read the mode
+    // again. Attributes only (offset < 0): no page-cache lock, so no deadlock with the
+    // write in flight, which holds the inode lock.
+    fuse_lowlevel_notify_inval_inode(server.session(), ino, -1, 0);
   }
   fuse_reply_write(req, *n);
 }
@@ -432,6 +452,12 @@ void WalfsRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!s.ok()) Log(LOG_ERR, "release of the lease on inode %lu: %s",
                      static_cast<unsigned long>(ino), s.ToString().c_str());
   }
+  // Pending times are committed and allocation ahead of the file's end is given back.
+  // Nobody waits on the outcome (close(2) has returned): a failure is logged, and what
+  // it left is recovered at the next open.
+  absl::Status s = GetServer(req).dir().Release(ino);
+  if (!s.ok()) Log(LOG_ERR, "release of inode %lu: %s", static_cast<unsigned long>(ino),
+                   s.ToString().c_str());
   delete handle;
   fuse_reply_err(req, 0);
 }

@@ -13,6 +13,8 @@
 #include "fs/lease_reply.h"
 #include "fs/options.h"
 
+struct fuse_session;
+
 namespace walfs::fs {
 
 struct ServerConfig {
@@ -52,6 +54,10 @@ class Server {
 
   const ServerConfig& config() const { return config_; }
 
+  // The session, for notifications to the kernel; set once, before it starts.
+  fuse_session* session() const { return session_; }
+  void set_session(fuse_session* session) { session_ = session; }
+
   // The status document (status_json.h) as of now.
   std::string StatusJson() const;
 
@@ -64,6 +70,7 @@ class Server {
   core::WalDirectory& dir_;
   const ServerConfig config_;
   const bool fsync_shortcut_;
+  fuse_session* session_ = nullptr;
 };
 
 }  // namespace walfs::fs

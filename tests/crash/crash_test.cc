@@ -41,7 +41,7 @@ constexpr char kSeg3[] = "000000010000000000000003";
 // ---- The model: what the file system must contain ----------------------------------
 
 struct Node {
-  char type;  // 'f', 'd', 'l'
+  char type;  // 'f', 'd', 'l', 'p' (a FIFO)
   int id = 0;  // files: content identity (hard links share it)
   std::string target;
 };
@@ -59,6 +59,7 @@ class Model {
   }
   void Mkdir(const std::string& p) { nodes[p] = {'d'}; }
   void Symlink(const std::string& p, const std::string& t) { nodes[p] = {'l', 0, t}; }
+  void Mkfifo(const std::string& p) { nodes[p] = {'p'}; }
   void Write(int id, uint64_t off, const std::string& bytes) {
     auto& c = data.at(id);
     if (c.current.size() < off + bytes.size()) c.current.resize(off + bytes.size(), '\0');
@@ -128,6 +129,9 @@ absl::Status Walk(WalDirectory& d, InodeId dir, const std::string& prefix, Tree&
       auto t = d.Readlink(a->ino);
       if (!t.ok()) return t.status();
       seen.content = *t;
+    } else if (S_ISFIFO(a->mode)) {
+      seen.type = 'p';
+      if (a->size != 0) return absl::DataLossError(absl::StrCat(path, ": a FIFO with a size"));
     } else {
       seen.content.resize(a->size);
       auto r = d.Read(a->ino, 0, absl::MakeSpan(seen.content));
@@ -452,6 +456,39 @@ Step Close(const std::string& path) {
           }};
 }
 
+// fallocate: without KEEP_SIZE the size grows (zeros), durable on return (metadata).
+Step Fallocate(const std::string& path, uint64_t offset, uint64_t length, bool keep_size) {
+  return {absl::StrCat("fallocate ", path, " ", offset, "+", length, keep_size ? " keep" : ""),
+          [=](Context& c) {
+            const int id = c.model->Id(path);
+            const uint64_t size = c.model->data.at(id).current.size();
+            if (!keep_size && offset + length > size) c.model->Truncate(id, offset + length);
+            if (Dry(c)) return;
+            ASSERT_TRUE(c.dir->Fallocate(c.handles.at(path), offset, length,
+                                         keep_size ? uint32_t{kFallocateKeepSize} : 0u)
+                            .ok());
+          }};
+}
+
+Step Mkfifo(const std::string& path) {
+  return {"mkfifo " + path, [=](Context& c) {
+            c.model->Mkfifo(path);
+            if (Dry(c)) return;
+            auto [p, n] = c.Parent(path);
+            auto a = c.dir->Mknod(p, n, S_IFIFO | 0600, 0, kPg);
+            ASSERT_TRUE(a.ok()) << a.status();
+            c.handles[path] = a->ino;
+          }};
+}
+
+// FUSE RELEASE of a file (its handle stays usable: the kernel would send another OPEN).
+Step Release(const std::string& path) {
+  return {"release " + path, [=](Context& c) {
+            if (Dry(c)) return;
+            ASSERT_TRUE(c.dir->Release(c.handles.at(path)).ok());
+          }};
+}
+
 Step Truncate(const std::string& path, uint64_t size) {
   return {absl::StrCat("truncate ", path, " ", size), [=](Context& c) {
             c.model->Truncate(c.model->Id(path), size);
@@ -545,6 +582,22 @@ std::map<std::string, std::vector<Step>> Scenarios() {
                       Rename("/archive_status/x.ready", "/archive_status/x.done"),
                       FsyncDir("/archive_status"), Unlink("/archive_status/x.done"),
                       Rmdir("/archive_status"), Symlink("/s", "target")};
+  // Trims: a timeline history file written as xlogtemp.<pid> gives back its segment
+  // extent at the rename; a file grown ahead of its end gives back the rest at release.
+  // A symlink target too long to be inline is stored in a block of its own.
+  s["history_trim_release_long_symlink"] = {
+      Create("/xlogtemp.7"), Write("/xlogtemp.7", 0, "1\t0/3000060\tno recovery target\n"),
+      Fsync("/xlogtemp.7"), Rename("/xlogtemp.7", "/00000002.history"), FsyncDir("/"),
+      // (An fsync between the writes: in msync mode the second write's allocation commits
+      // the first write's size early, a state the model does not list.)
+      Create("/f"), Write("/f", 0, Pattern(9000, 'g')), Fsync("/f"),
+      Write("/f", 9000, Pattern(9000, 'h')), Fsync("/f"), Release("/f"),
+      Symlink("/long", Pattern(3000, 's'))};
+  // The inode kind and allocation calls the scenarios above do not reach.
+  s["fallocate_fifo"] = {Create("/fa"), Write("/fa", 0, Pattern(100, 'a')), Fsync("/fa"),
+                         Fallocate("/fa", 0, 50000, true), Fallocate("/fa", 4096, 20000, false),
+                         Release("/fa"), Mkfifo("/fifo"), Link("/fifo", "/fifo2"),
+                         Rename("/fifo2", "/fifo3"), Unlink("/fifo")};
   s["segment_allocation_init_zero_off"] = {Create("/xlogtemp.9"),
                                            Write("/xlogtemp.9", kSegment - 1, std::string(1, '\0')),
                                            Fsync("/xlogtemp.9"),

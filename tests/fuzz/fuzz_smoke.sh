@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the pool fuzzer with clang (ASan + UBSan + libFuzzer) in a build directory of
 # its own, writes the seed corpus (mkfs output and crash states) and fuzzes for a
-# bounded time. Exits non-zero on any crash, leak, sanitizer report or broken fsck
+# bounded time; then runs the operation-sequence fuzzer (ops_fuzz: WalDirectory against
+# a model) for the same time. Exits non-zero on any crash, leak, sanitizer report or broken fsck
 # expectation; the reproducer is left in the artifact directory it prints.
 #   tests/fuzz/fuzz_smoke.sh                       # 60 s, CI
 #   WALFS_FUZZ_SECONDS=1800 tests/fuzz/fuzz_smoke.sh   # a long run
@@ -22,7 +23,7 @@ SECONDS_TO_RUN=${WALFS_FUZZ_SECONDS:-60}
 command -v clang++ >/dev/null || { echo "fuzz_smoke: clang++ is missing (tools/install-deps.sh)" >&2; exit 1; }
 CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_FUZZ=ON \
   -DWALFS_WERROR=ON >/dev/null
-cmake --build "$BUILD_DIR" -j"${WALFS_FUZZ_JOBS:-2}" --target pool_fuzz pool_fuzz_seeds
+cmake --build "$BUILD_DIR" -j"${WALFS_FUZZ_JOBS:-2}" --target pool_fuzz pool_fuzz_seeds ops_fuzz
 
 WORK=$(mktemp -d /tmp/walfs-fuzz.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -44,3 +45,17 @@ if [ "$status" != 0 ]; then
   exit 1
 fi
 echo "fuzz_smoke: no crash in ${SECONDS_TO_RUN}s"
+
+# Operation sequences (8 bytes per operation, up to 200 of them).
+mkdir -p "$WORK/ops-corpus"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  "$BUILD_DIR/tests/fuzz/ops_fuzz" "$WORK/ops-corpus" \
+  -max_total_time="$SECONDS_TO_RUN" -timeout=20 -max_len=1600 -print_final_stats=1 \
+  -artifact_prefix="$ARTIFACTS/ops-" >"$WORK/ops-log" 2>&1 || status=$?
+grep -E '^(#[0-9]+ +(INITED|DONE)|stat::)' "$WORK/ops-log" || true
+if [ "$status" != 0 ]; then
+  tail -60 "$WORK/ops-log" >&2
+  echo "fuzz_smoke: ops_fuzz failed (exit $status); reproducer in $ARTIFACTS" >&2
+  exit 1
+fi
+echo "fuzz_smoke: ops_fuzz found nothing in ${SECONDS_TO_RUN}s"

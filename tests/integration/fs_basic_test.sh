@@ -207,7 +207,16 @@ run_suite() {
   fallocate -n -l 2M "$M/fa"
   [ "$(stat -c %s "$M/fa")" = 1048576 ] || fail "[$label] fallocate KEEP_SIZE changed the size"
   expect_fail "[$label] fallocate punch hole" "supported" fallocate -p -o 0 -l 4096 "$M/fa"
-  expect_fail "[$label] mknod fifo" "not permitted" mknod "$M/fifo" p
+  # FIFOs are inert inodes to walfs; the pipe is the kernel's.
+  mkfifo "$M/fifo" || fail "[$label] mkfifo"
+  [ -p "$M/fifo" ] || fail "[$label] mkfifo made no FIFO"
+  (cat "$M/fifo" >"$WORK/fifo.out") &
+  echo through-the-pipe >"$M/fifo"
+  wait $!
+  [ "$(cat "$WORK/fifo.out")" = through-the-pipe ] || fail "[$label] FIFO did not pass data"
+  mv "$M/fifo" "$M/fifo2" && ln "$M/fifo2" "$M/fifo3" || fail "[$label] rename/link a FIFO"
+  [ "$(stat -c %h "$M/fifo3")" = 2 ] || fail "[$label] FIFO link count"
+  rm "$M/fifo2" "$M/fifo3" || fail "[$label] unlink a FIFO"
 
   # --- WAL-like writes: O_DIRECT + O_DSYNC (wal_level=minimal, open_datasync)
   local seg=$M/000000010000000000000002
@@ -258,6 +267,25 @@ run_suite() {
   expect_fail "[$label] nobody removes root's file in a sticky directory" "" \
     runuser -u nobody -- rm -f "$M/pub"
   chmod 0755 "$M"
+
+  # --- set-user-ID / set-group-ID: a write or an O_TRUNC open by a caller without
+  # CAP_FSETID clears them (ext4: S_ISGID only with group execute), root's write keeps them
+  touch "$M/suid"
+  chmod 6777 "$M/suid"
+  runuser -u nobody -- sh -c "echo x >>'$M/suid'" || fail "[$label] nobody appends to a 6777 file"
+  [ "$(stat -c %a "$M/suid")" = 777 ] ||
+    fail "[$label] a write by another user left mode $(stat -c %a "$M/suid") (ext4: 777)"
+  chmod 6777 "$M/suid"
+  runuser -u nobody -- sh -c ": >'$M/suid'" || fail "[$label] nobody truncates a 6777 file"
+  [ "$(stat -c %a "$M/suid")" = 777 ] ||
+    fail "[$label] an O_TRUNC open by another user left mode $(stat -c %a "$M/suid") (ext4: 777)"
+  chmod 2767 "$M/suid"
+  runuser -u nobody -- sh -c "echo x >>'$M/suid'" || fail "[$label] nobody appends to a 2767 file"
+  [ "$(stat -c %a "$M/suid")" = 2767 ] ||
+    fail "[$label] set-group-ID without group execute cleared: $(stat -c %a "$M/suid") (ext4: 2767)"
+  chmod 6777 "$M/suid"
+  echo x >>"$M/suid"
+  [ "$(stat -c %a "$M/suid")" = 6777 ] || fail "[$label] root's write cleared the bits"
 
   # --- fsync counters
   local f0 d0 f1 d1

@@ -122,6 +122,7 @@ expect_intact "$P"
 log "every kind the damage tool knows is covered"
 for k in $("$DAMAGE" --list | cut -d' ' -f1); do
   [ "$k" = journal-torn ] && continue
+  [ "$k" = symlink-parent ] && continue  # a crafted pool for export (tools_test.sh)
   covered=0
   for c in "${CASES[@]}"; do [ "${c%%|*}" = "$k" ] && covered=1; done
   [ "$covered" = 1 ] || fail "damage kind $k has no case here"

@@ -2,8 +2,8 @@
 # Hostile requests on a real mount, forced-PMEM and msync pools: over-long names, odd
 # name bytes, paths through files, renames into a directory's own subtree or over
 # non-empty directories, writes/truncates/fallocates far beyond EOF and the pool, invalid
-# open flags, device nodes, hard links to directories, long symlink targets, inode and
-# directory-entry exhaustion, extended-attribute abuse, read-only mounts.
+# open flags, device nodes, hard links to directories, symlink targets up to PATH_MAX,
+# inode and directory-entry exhaustion, extended-attribute abuse, read-only mounts.
 # The exact errno of each is checked by hostile_requests.py (one group per run). After
 # every group: the daemon still serves, files written before it are intact, and the
 # unmounted pool is fsck.walfs clean (the pool is remounted for the next group).

@@ -149,6 +149,10 @@ run_mode() {
   [ "$rows" = "$((nswitch + 1))|$((nswitch * (nswitch + 1) / 2))" ] ||
     fail "clone restored from the archive has '$rows' in t, expected $((nswitch + 1))|$((nswitch * (nswitch + 1) / 2))"
   [ -f "$mnt/clone_wal/00000002.history" ] || fail "no timeline history file on the mount after promotion"
+  # Written as xlogtemp.<pid> (a segment name, given a whole segment) and renamed: the
+  # rename gives the segment back, leaving one 4 KiB block.
+  size=$(stat -c %b "$mnt/clone_wal/00000002.history")
+  ((size <= 8)) || fail "00000002.history holds $size sectors: its xlogtemp segment was kept"
   grep -q 'restored log file' "$c/run/pg.log" || fail "the clone restored nothing from the archive"
   log "clone restored from the archive to the last archived commit, promoted to timeline 2"
   pg_stop "$c" fast

@@ -95,6 +95,10 @@ mountpoint -q "$MNT" || fail "mount returned but $MNT is not a mount point"
 opts=$(findmnt -n -o OPTIONS --mountpoint "$MNT")
 [[ ,$opts, == *,allow_other,* && ,$opts, == *,default_permissions,* ]] ||
   fail "kernel mount options lack allow_other/default_permissions: $opts"
+# mount.fuse3 adds dev,suid; walfs must not pass them on: device nodes in a pool (which
+# whoever writes the pool file can forge) are inert only on a nodev mount.
+[[ ,$opts, == *,nodev,* && ,$opts, == *,nosuid,* ]] ||
+  fail "mounted through mount(8) without nodev/nosuid: $opts"
 pid=$(daemon_pids "$POOL")
 [ -n "$pid" ] || fail "no walfs daemon found for $POOL"
 [ "$(wc -w <<<"$pid")" = 1 ] || fail "several daemons for one pool: $pid"

@@ -206,6 +206,19 @@ expect_rc 0 "$WALFSCTL" --json inspect "$W/a.pool"
 expect_out '"clean":true'
 expect_rc 1 "$WALFSCTL" inspect "$W/missing.pool"
 
+log "walfsctl export --salvage of a crafted pool stays inside its directory"
+DAMAGE=$WALFS_BUILD_DIR/tests/tools/walfs_damage
+expect_rc 0 "$MKFS" --size 64M "$W/crafted.pool"
+mkdir "$W/outside"
+expect_rc 0 "$DAMAGE" "$W/crafted.pool" symlink-parent "$W/outside"
+expect_rc 1 "$WALFSCTL" export --salvage "$W/crafted.pool" "$W/crafted-export"
+[ -z "$(ls -A "$W/outside")" ] || fail "export wrote outside its directory: $(ls -A "$W/outside")"
+[ "$(readlink "$W/crafted-export/evil")" = "$W/outside" ] || fail "the symlink itself not exported"
+[ ! -e "$W/crafted-export/pwned" ] || fail "a symlink's child exported elsewhere"
+expect_rc 0 "$WALFSCTL" inspect "$W/crafted.pool"
+expect_rc 1 "$WALFSCTL" export "$W/crafted.pool" "$W/crafted-plain"
+[ -z "$(ls -A "$W/outside")" ] || fail "export wrote outside its directory"
+
 log "walfsctl export of an empty pool"
 expect_rc 0 "$WALFSCTL" export "$W/a.pool" "$W/export-empty"
 [ -d "$W/export-empty" ] || fail "export did not create its directory"
@@ -258,7 +271,11 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   touch -d '2001-02-03 04:05:06' "$M/00000002.history"
   ln "$M/000000010000000000000001" "$M/archive/seg-link"
   ln -s ../00000002.history "$M/archive/latest"
+  LONG_TARGET=$(printf 'long/%.0s' $(seq 800))x  # 4001 bytes: stored out of line
+  ln -s "$LONG_TARGET" "$M/archive/long"
+  [ "$(readlink "$M/archive/long")" = "$LONG_TARGET" ] || fail "long symlink target differs"
   mkdir "$M/archive/empty"
+  mkfifo -m 0604 "$M/archive/fifo"
   expect_rc 0 "$WALFSCTL" status "$M"
   expect_out "mode:"
   expect_rc 0 "$WALFSCTL" status "$M" --json
@@ -291,6 +308,9 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   [ "$(stat -c %Y "$E/00000002.history")" = "$(date -d '2001-02-03 04:05:06' +%s)" ] ||
     fail "mtime not kept"
   [ -d "$E/archive/empty" ] || fail "empty directory not exported"
+  [ "$(readlink "$E/archive/long")" = "$LONG_TARGET" ] || fail "long symlink target not exported"
+  [ -p "$E/archive/fifo" ] && [ "$(stat -c %a "$E/archive/fifo")" = 604 ] ||
+    fail "FIFO not exported as a FIFO with its mode"
   # Export twice into the same place refuses to overwrite.
   expect_rc 1 "$WALFSCTL" export "$W/m.pool" "$W/exported"
   expect_err "File exists"

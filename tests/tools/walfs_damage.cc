@@ -1,7 +1,7 @@
 // walfs_damage: applies one named kind of damage to an unmounted pool file, for the
 // damaged-pool tests. Test-only: it is never installed.
 //
-//   walfs_damage POOL KIND
+//   walfs_damage POOL KIND [ARG]
 //
 // It locates records through core/format.h and, where the damage must get past the
 // record CRCs to reach the check that should catch it (overlapping extents, wrong link
@@ -280,6 +280,87 @@ bool DirentToFreeInode(Pool& p) {
   return Fail("no free inode or dirent slot");
 }
 
+// Where `symlink-parent`'s symlink points (its ARG).
+std::string g_arg = "/tmp";
+
+// A crafted pool for walfsctl export --salvage: "/evil" names a symlink (to g_arg) whose
+// record fails its checksum, so only a salvage lists it, and an entry whose parent is
+// that symlink names a regular file "pwned" holding "escaped\n". A second "/evil" in the
+// root names a corrupt directory holding "pwned" too, so the listing itself can be right
+// (only directories have children) while the exported "evil" is still the symlink. An
+// export that opens "evil/pwned" by path writes the file into g_arg. Works on a fresh
+// pool (it takes the last data block, free there).
+bool SymlinkParent(Pool& p) {
+  std::vector<uint64_t> free_inodes;
+  for (uint64_t ino = p.sb.inode_count - 1; ino >= 2 && free_inodes.size() < 3; --ino) {
+    if (p.Inode(ino)->state == format::InodeState::kFree) free_inodes.push_back(ino);
+  }
+  std::vector<uint64_t> free_slots;
+  for (uint64_t slot = 0; slot < p.sb.dirent_count && free_slots.size() < 4; ++slot) {
+    if (p.Dirent(slot)->in_use == 0) free_slots.push_back(slot);
+  }
+  if (free_inodes.size() < 3 || free_slots.size() < 4) return Fail("no free inodes or dirents");
+  if (g_arg.empty() || g_arg.size() > format::kMaxSymlinkTarget) return Fail("bad target");
+  const uint64_t link_ino = free_inodes[0], file_ino = free_inodes[1], dir_ino = free_inodes[2];
+  const uint64_t block = p.sb.data_blocks - 1;
+  static constexpr char kContent[] = "escaped\n";
+  std::memcpy(p.At(p.sb.data_offset + block * format::kBlockSize), kContent,
+              sizeof(kContent) - 1);
+
+  format::InodeRecord* l = p.Inode(link_ino);
+  std::memset(l, 0, sizeof(*l));
+  l->state = format::InodeState::kLive;
+  l->type = format::InodeType::kSymlink;
+  l->generation = 1;
+  l->mode = S_IFLNK | 0777;
+  l->nlink = 1;
+  l->size = g_arg.size();
+  std::memcpy(l->extents, g_arg.data(), g_arg.size());
+  SealInode(p, l);
+  l->crc ^= 1;  // corrupt: listed only by a salvage
+
+  format::InodeRecord* f = p.Inode(file_ino);
+  std::memset(f, 0, sizeof(*f));
+  f->state = format::InodeState::kLive;
+  f->type = format::InodeType::kRegular;
+  f->generation = 1;
+  f->mode = S_IFREG | 0644;
+  f->nlink = 1;
+  f->size = sizeof(kContent) - 1;
+  f->extent_count = 1;
+  f->extents[0] = {block, 1};
+  SealInode(p, f);
+
+  format::InodeRecord* d = p.Inode(dir_ino);
+  std::memset(d, 0, sizeof(*d));
+  d->state = format::InodeState::kLive;
+  d->type = format::InodeType::kDirectory;
+  d->generation = 1;
+  d->mode = S_IFDIR | 0755;
+  d->nlink = 2;
+  SealInode(p, d);
+  d->crc ^= 1;  // corrupt: listed only by a salvage
+
+  auto name = [&](uint64_t slot, uint64_t parent, uint64_t child, format::InodeType type,
+                  const char* n) {
+    format::DirentRecord* d = p.Dirent(slot);
+    std::memset(d, 0, sizeof(*d));
+    d->in_use = 1;
+    d->type = type;
+    d->name_length = static_cast<uint16_t>(std::strlen(n));
+    d->parent = parent;
+    d->child = child;
+    std::memcpy(d->name, n, d->name_length);
+    SealDirent(p, d);
+  };
+  // In this order fsck lists the symlink "/evil" ahead of the directory "/evil".
+  name(free_slots[0], format::kRootInode, dir_ino, format::InodeType::kDirectory, "evil");
+  name(free_slots[1], dir_ino, file_ino, format::InodeType::kRegular, "pwned");
+  name(free_slots[2], format::kRootInode, link_ino, format::InodeType::kSymlink, "evil");
+  name(free_slots[3], link_ino, file_ino, format::InodeType::kRegular, "pwned");
+  return true;
+}
+
 struct Kind {
   const char* name;
   const char* what;
@@ -304,6 +385,8 @@ const std::vector<Kind>& Kinds() {
       {"inode-crc", "a file's inode record fails its checksum", InodeChecksum},
       {"dirent-free-inode", "an entry names a free inode", DirentToFreeInode},
       {"truncated", "the pool file is cut to half its size", nullptr},
+      {"symlink-parent", "a corrupt symlink (to ARG) is named as a file's directory",
+       SymlinkParent},
   };
   return kinds;
 }
@@ -318,10 +401,11 @@ int Run(int argc, char** argv) {
     for (const Kind& k : Kinds()) std::printf("%-18s %s\n", k.name, k.what);
     return 0;
   }
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: walfs_damage POOL KIND   (walfs_damage --list)\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: walfs_damage POOL KIND [ARG]   (walfs_damage --list)\n");
     return 2;
   }
+  if (argc == 4) g_arg = argv[3];
   const std::string path = argv[1], kind_name = argv[2];
   auto kind = std::find_if(Kinds().begin(), Kinds().end(),
                            [&](const Kind& k) { return kind_name == k.name; });

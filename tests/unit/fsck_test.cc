@@ -631,10 +631,26 @@ TEST(FsckTest, BadSymlinksAreErrors) {
   FsckReport report = Check(pool.region());
   EXPECT_NE(Find(report, "symlink target length"), nullptr) << Describe(report);
   r.size = 7;
-  r.extent_count = 1;
+  r.extent_count = 1;  // out of line, but short enough to be inline
   pool.SetInode(4, r);
   report = Check(pool.region());
-  EXPECT_NE(Find(report, "symlink has extent_count 1"), nullptr) << Describe(report);
+  EXPECT_NE(Find(report, "is not within 417..4095 (out of line)"), nullptr) << Describe(report);
+  r.extent_count = 2;
+  pool.SetInode(4, r);
+  report = Check(pool.region());
+  EXPECT_NE(Find(report, "symlink has extent_count 2"), nullptr) << Describe(report);
+  // Out of line: the target block must hold no NUL within the size.
+  r.extent_count = 1;
+  r.size = 500;
+  std::memset(r.extents, 0, sizeof(r.extents));
+  r.extents[0] = {60, 1};
+  pool.SetInode(4, r);
+  pool.FillBlocks(60, 1, 't');
+  report = Check(pool.region());
+  EXPECT_TRUE(report.clean()) << Describe(report);
+  pool.bytes()[pool.BlockOffset(60) + 100] = 0;
+  report = Check(pool.region());
+  EXPECT_NE(Find(report, "symlink target contains a NUL byte"), nullptr) << Describe(report);
 }
 
 TEST(FsckTest, ModeTypeMismatchIsAnError) {

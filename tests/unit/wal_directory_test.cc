@@ -1,9 +1,13 @@
 #include "core/wal_directory.h"
 
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <map>
 #include <set>
 #include <thread>
 #include <vector>
@@ -314,8 +318,8 @@ TEST_F(WalDirectoryTest, NameValidation) {
   EXPECT_EQ(Errno(dir_->Mkdir(kRootInode, "..", 0700, kUser)), EINVAL);
   auto f = dir_->Create(kRootInode, "file", 0600, kUser, true);
   EXPECT_EQ(Errno(dir_->Create(f->ino, "x", 0600, kUser, true)), ENOTDIR);
-  EXPECT_EQ(Errno(dir_->Symlink(kRootInode, "s", std::string(format::kMaxSymlinkTarget + 1, 't'),
-                                kUser)),
+  EXPECT_EQ(Errno(dir_->Symlink(kRootInode, "s",
+                                std::string(format::kMaxSymlinkTargetOutOfLine + 1, 't'), kUser)),
             ENAMETOOLONG);
 }
 
@@ -457,17 +461,347 @@ TEST_F(WalDirectoryTest, LargeFileSpansExtentsAndReadsBackExactly) {
   EXPECT_EQ(*n, 40u) << "short only at EOF";
 }
 
+// A file written in 1 MiB appends (dd bs=1M) gets all the free space there is: the
+// allocation falls back to the largest free run instead of one small extent per write,
+// which ran into the extent limit at about half the pool.
+TEST(WalDirectoryAllocation, GrowingFileUsesTheWholePool) {
+  auto dir = OpenImage(FormattedImage(64 << 20));
+  auto f = dir->Create(kRootInode, "big", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  const uint64_t total = dir->Statfs().total_blocks * 4096;
+  const std::string chunk(1 << 20, 'b');
+  uint64_t written = 0;
+  for (;;) {
+    auto n = dir->Write(f->ino, written, Bytes(chunk), false);
+    if (!n.ok()) {
+      // EFBIG once the file would be larger than the whole data area.
+      EXPECT_TRUE(Errno(n) == ENOSPC || Errno(n) == EFBIG) << n.status();
+      break;
+    }
+    written += *n;
+    ASSERT_LE(written, total);
+  }
+  EXPECT_GT(written + chunk.size(), total) << "ENOSPC with " << dir->Statfs().free_blocks
+                                           << " blocks free";
+  EXPECT_LT(dir->Statfs().free_blocks * 4096, chunk.size());
+  EXPECT_TRUE(dir->Close().ok());
+}
+
+// Allocation ahead of a growing file is given back when the file is truncated to its
+// own size.
+TEST_F(WalDirectoryTest, TruncateToTheSameSizeTrimsOverAllocation) {
+  auto f = dir_->Create(kRootInode, "copy", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  const std::string chunk(65536, 'c');
+  for (uint64_t off = 0; off < 300 * 1024; off += chunk.size()) {
+    ASSERT_TRUE(dir_->Write(f->ino, off, Bytes(chunk), false).ok());
+  }
+  const uint64_t size = dir_->GetAttr(f->ino)->size;
+  ASSERT_EQ(size, 320u * 1024);
+  SetattrRequest same;
+  same.size = size;
+  ASSERT_TRUE(dir_->Setattr(f->ino, same).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->blocks, size / 512);
+  EXPECT_EQ(ReadAll(*dir_, f->ino), std::string(size, 'c'));
+}
+
+// What growth allocated ahead of a file's end goes back when it is closed; deliberate
+// preallocation (fallocate KEEP_SIZE) and a segment's extent stay. Release also makes
+// the last write's times durable.
+TEST_F(WalDirectoryTest, ReleaseTrimsGrowthAheadOfTheEndAndCommitsTimes) {
+  auto f = dir_->Create(kRootInode, "copy", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  const std::string chunk(65536, 'c');
+  for (uint64_t off = 0; off < 300 * 1024; off += chunk.size()) {
+    ASSERT_TRUE(dir_->Write(f->ino, off, Bytes(chunk), false).ok());
+  }
+  ASSERT_GT(dir_->GetAttr(f->ino)->blocks, 320u * 1024 / 512);
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("last"), false).ok());
+  const int64_t mtime = dir_->GetAttr(f->ino)->mtime_ns;
+  ASSERT_TRUE(dir_->Release(f->ino).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->blocks, 320u * 1024 / 512);
+
+  auto fa = dir_->Create(kRootInode, "fa", 0600, kUser, true);
+  ASSERT_TRUE(dir_->Fallocate(fa->ino, 0, 1 << 20, kFallocateKeepSize).ok());
+  EXPECT_EQ(dir_->GetAttr(fa->ino)->blocks, (1u << 20) / 512)
+      << "fallocate allocates what it is asked";
+  ASSERT_TRUE(dir_->Write(fa->ino, 0, Bytes("x"), false).ok());
+  ASSERT_TRUE(dir_->Release(fa->ino).ok());
+  EXPECT_EQ(dir_->GetAttr(fa->ino)->blocks, (1u << 20) / 512);
+
+  auto seg = dir_->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(dir_->Write(seg->ino, 0, Bytes("page"), false).ok());
+  ASSERT_TRUE(dir_->Release(seg->ino).ok());
+  EXPECT_EQ(dir_->GetAttr(seg->ino)->blocks, kTestSegment / 512);
+
+  Reopen();
+  auto c = dir_->Lookup(kRootInode, "copy");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->blocks, 320u * 1024 / 512);
+  EXPECT_EQ(c->mtime_ns, mtime);
+  EXPECT_EQ(dir_->Lookup(kRootInode, "fa")->blocks, (1u << 20) / 512);
+  // A truncate gives back preallocation too.
+  SetattrRequest same;
+  same.size = 1;
+  ASSERT_TRUE(dir_->Setattr(dir_->Lookup(kRootInode, "fa")->ino, same).ok());
+  EXPECT_EQ(dir_->Lookup(kRootInode, "fa")->blocks, 8u);
+}
+
+// A write by a caller without CAP_FSETID clears set-user-ID, and set-group-ID when the
+// group may execute, durably (fs/ passes clear_setid for callers other than root).
+TEST_F(WalDirectoryTest, WriteThatClearsSetidCommitsTheMode) {
+  auto f = dir_->Create(kRootInode, "suid", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  SetattrRequest mode;
+  mode.mode = 06777;
+  ASSERT_TRUE(dir_->Setattr(f->ino, mode).ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("root"), false, /*clear_setid=*/false).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->mode & 07777, 06777u);
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("user"), false, /*clear_setid=*/true).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->mode & 07777, 0777u);
+  mode.mode = 02767;  // set-group-ID without group execute: kept (mandatory locking)
+  ASSERT_TRUE(dir_->Setattr(f->ino, mode).ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("user"), false, /*clear_setid=*/true).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->mode & 07777, 02767u);
+  mode.mode = 04755;
+  ASSERT_TRUE(dir_->Setattr(f->ino, mode).ok());
+  SetattrRequest trunc;  // open(O_TRUNC) by such a caller
+  trunc.size = 0;
+  trunc.clear_setid = true;
+  ASSERT_TRUE(dir_->Setattr(f->ino, trunc).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->mode & 07777, 0755u);
+  mode.mode = 06777;
+  ASSERT_TRUE(dir_->Setattr(f->ino, mode).ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("user"), false, /*clear_setid=*/true).ok());
+  Reopen();  // durable without a further commit
+  EXPECT_EQ(dir_->Lookup(kRootInode, "suid")->mode & 07777, 0777u);
+}
+
+// PostgreSQL writes a timeline history file as xlogtemp.<pid> and renames it: the
+// segment extent the temporary name got must not stay with the small file.
+TEST_F(WalDirectoryTest, HistoryFileWrittenThroughXlogtempKeepsOnlyItsBlocks) {
+  const uint64_t free0 = dir_->Statfs().free_blocks;
+  auto tmp = dir_->Create(kRootInode, "xlogtemp.4242", 0600, kUser, true);
+  ASSERT_TRUE(tmp.ok());
+  const std::string history = "1\t0/3000060\tno recovery target specified\n";
+  ASSERT_TRUE(dir_->Write(tmp->ino, 0, Bytes(history), true).ok());
+  ASSERT_TRUE(dir_->Fsync(tmp->ino, false).ok());
+  ASSERT_TRUE(dir_->Rename(kRootInode, "xlogtemp.4242", kRootInode, "00000002.history", 0).ok());
+  EXPECT_EQ(dir_->GetAttr(tmp->ino)->blocks, 8u);
+  EXPECT_EQ(dir_->Statfs().free_blocks, free0 - 1);
+  EXPECT_EQ(ReadAll(*dir_, tmp->ino), history);
+  Reopen();
+  auto h = dir_->Lookup(kRootInode, "00000002.history");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->blocks, 8u);
+  EXPECT_EQ(ReadAll(*dir_, h->ino), history);
+  // Growing it again is an ordinary file's growth, not a segment's.
+  ASSERT_TRUE(dir_->Write(h->ino, history.size(), Bytes("more"), false).ok());
+  EXPECT_LT(dir_->GetAttr(h->ino)->blocks, kTestSegment / 512);
+}
+
+// pmem mode: a write inside the file's size commits nothing by itself, but its mtime
+// and ctime reach the pool within a second (README: bounded staleness), without a
+// journal commit per write.
+TEST_F(WalDirectoryTest, MtimeOfAWriteInsideTheSizeIsDurableWithinASecond) {
+  auto f = dir_->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes(std::string(8192, 'a')), false).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const int64_t before = int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+  const uint64_t commits = dir_->counters().journal_commits;
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("rewrite"), false).ok());
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(dir_->Write(f->ino, 8, Bytes("x"), false).ok());
+  EXPECT_LE(dir_->counters().journal_commits, commits + 1) << "a commit per write";
+  Reopen();  // a power cut: only what was persisted
+  auto a = dir_->Lookup(kRootInode, kSeg);
+  ASSERT_TRUE(a.ok());
+  EXPECT_GE(a->mtime_ns, before - 1000000000);
+  EXPECT_GE(a->ctime_ns, before - 1000000000);
+}
+
+// relatime: the first read after a change moves atime, later ones do not; Release
+// makes it durable.
+TEST_F(WalDirectoryTest, ReadMovesAtimeLikeRelatime) {
+  auto f = dir_->Create(kRootInode, "r", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("data"), false).ok());
+  const Attr written = *dir_->GetAttr(f->ino);
+  ASSERT_LE(written.atime_ns, written.mtime_ns);
+  std::string buf(4, '\0');
+  ASSERT_TRUE(dir_->Read(f->ino, 0, absl::MakeSpan(buf)).ok());
+  const int64_t atime = dir_->GetAttr(f->ino)->atime_ns;
+  EXPECT_GT(atime, written.mtime_ns);
+  ASSERT_TRUE(dir_->Read(f->ino, 0, absl::MakeSpan(buf)).ok());
+  EXPECT_EQ(dir_->GetAttr(f->ino)->atime_ns, atime) << "relatime: once per change";
+  EXPECT_EQ(dir_->GetAttr(f->ino)->mtime_ns, written.mtime_ns) << "a read is not a write";
+  ASSERT_TRUE(dir_->Release(f->ino).ok());
+  Reopen();
+  EXPECT_EQ(dir_->Lookup(kRootInode, "r")->atime_ns, atime);
+}
+
+// Targets up to PATH_MAX - 1 bytes: inline up to kMaxSymlinkTarget, then in a block of
+// their own, freed with the symlink.
+TEST_F(WalDirectoryTest, LongSymlinkTargetsUpToPathMax) {
+  const uint64_t free0 = dir_->Statfs().free_blocks;
+  std::string longest(4095, 'x');
+  for (size_t i = 0; i < longest.size(); i += 7) longest[i] = '/';
+  const std::string just_over(format::kMaxSymlinkTarget + 1, 'o');
+  const std::string inline_max(format::kMaxSymlinkTarget, 'i');
+  auto l = dir_->Symlink(kRootInode, "longest", longest, kUser);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->size, 4095u);
+  EXPECT_EQ(l->blocks, 8u);
+  auto o = dir_->Symlink(kRootInode, "over", just_over, kUser);
+  ASSERT_TRUE(o.ok()) << o.status();
+  auto i = dir_->Symlink(kRootInode, "inline", inline_max, kUser);
+  ASSERT_TRUE(i.ok()) << i.status();
+  EXPECT_EQ(i->blocks, 0u);
+  EXPECT_EQ(*dir_->Readlink(l->ino), longest);
+  EXPECT_EQ(*dir_->Readlink(o->ino), just_over);
+  EXPECT_EQ(*dir_->Readlink(i->ino), inline_max);
+  EXPECT_EQ(Errno(dir_->Symlink(kRootInode, "too-long", std::string(4096, 'y'), kUser)),
+            ENAMETOOLONG);
+  EXPECT_EQ(dir_->Statfs().free_blocks, free0 - 2);
+  Reopen();
+  const InodeId li = dir_->Lookup(kRootInode, "longest")->ino;
+  const InodeId oi = dir_->Lookup(kRootInode, "over")->ino;
+  EXPECT_EQ(*dir_->Readlink(li), longest);
+  EXPECT_EQ(*dir_->Readlink(oi), just_over);
+  ASSERT_TRUE(dir_->Unlink(kRootInode, "longest").ok());
+  ASSERT_TRUE(dir_->Unlink(kRootInode, "over").ok());
+  dir_->Forget(li, 1);
+  dir_->Forget(oi, 1);
+  EXPECT_EQ(dir_->Statfs().free_blocks, free0);
+}
+
+// FIFOs, sockets and device nodes are inert inodes: created, stat'ed, linked, renamed
+// and unlinked like files, holding no data.
+TEST_F(WalDirectoryTest, FifosSocketsAndDevicesAreInertInodes) {
+  const uint64_t free0 = dir_->Statfs().free_blocks;
+  struct Want {
+    const char* name;
+    uint32_t type;
+    uint64_t rdev;
+  };
+  const Want wants[] = {{"fifo", S_IFIFO, 0},
+                        {"sock", S_IFSOCK, 0},
+                        {"null", S_IFCHR, makedev(1, 3)},
+                        {"loop", S_IFBLK, makedev(7, 0)}};
+  for (const Want& w : wants) {
+    auto a = dir_->Mknod(kRootInode, w.name, w.type | 0640, w.rdev, kUser);
+    ASSERT_TRUE(a.ok()) << w.name << ": " << a.status();
+    EXPECT_EQ(a->mode, w.type | 0640u);
+    EXPECT_EQ(a->rdev, w.rdev);
+    EXPECT_EQ(a->size, 0u);
+    EXPECT_EQ(a->nlink, 1u);
+    EXPECT_EQ(a->uid, kUser.uid);
+  }
+  EXPECT_EQ(Errno(dir_->Mknod(kRootInode, "fifo", S_IFIFO | 0600, 0, kUser)), EEXIST);
+  EXPECT_EQ(Errno(dir_->Mknod(kRootInode, "reg", S_IFREG | 0600, 0, kUser)), EINVAL);
+  auto fifo = dir_->Lookup(kRootInode, "fifo");
+  ASSERT_TRUE(fifo.ok());
+  std::string buf(4, '\0');
+  EXPECT_EQ(Errno(dir_->Read(fifo->ino, 0, absl::MakeSpan(buf))), EINVAL);
+  EXPECT_EQ(Errno(dir_->Write(fifo->ino, 0, Bytes("x"), false)), EINVAL);
+  SetattrRequest trunc;
+  trunc.size = 0;
+  EXPECT_EQ(Errno(dir_->Setattr(fifo->ino, trunc)), EINVAL);
+  ASSERT_TRUE(dir_->Link(fifo->ino, kRootInode, "fifo2").ok());
+  EXPECT_EQ(dir_->GetAttr(fifo->ino)->nlink, 2u);
+  ASSERT_TRUE(dir_->Rename(kRootInode, "sock", kRootInode, "sock2", 0).ok());
+  std::map<std::string, uint32_t> types;
+  ASSERT_TRUE(dir_->Readdir(kRootInode, 0, [&](const DirEntry& e) {
+                    types[std::string(e.name)] = e.type;
+                    return true;
+                  }).ok());
+  EXPECT_EQ(types["fifo2"], static_cast<uint32_t>(S_IFIFO));
+  EXPECT_EQ(types["sock2"], static_cast<uint32_t>(S_IFSOCK));
+  EXPECT_EQ(types["null"], static_cast<uint32_t>(S_IFCHR));
+  EXPECT_EQ(types["loop"], static_cast<uint32_t>(S_IFBLK));
+  Reopen();
+  auto null = dir_->Lookup(kRootInode, "null");
+  ASSERT_TRUE(null.ok());
+  EXPECT_EQ(null->mode, S_IFCHR | 0640u);
+  EXPECT_EQ(null->rdev, makedev(1, 3));
+  EXPECT_EQ(dir_->Lookup(kRootInode, "fifo2")->nlink, 2u);
+  ASSERT_TRUE(dir_->Unlink(kRootInode, "fifo").ok());
+  ASSERT_TRUE(dir_->Unlink(kRootInode, "fifo2").ok());
+  EXPECT_EQ(dir_->Statfs().free_blocks, free0);
+}
+
+// A region whose large fills (the zeroing of freed blocks) take 300 ms, so a test can
+// allocate while a reclaim in another thread is still zeroing.
+class SlowFillRegion final : public PersistentRegion {
+ public:
+  explicit SlowFillRegion(std::string image)
+      : PersistentRegion(nullptr, 0), bytes_(std::move(image)) {
+    Reset(bytes_.data(), bytes_.size());
+  }
+  bool is_pmem() const override { return true; }
+  std::string_view kind() const override { return "slow-fill"; }
+  void Store(uint64_t off, const void* src, size_t len) override {
+    std::memcpy(bytes_.data() + off, src, len);
+  }
+  void Fill(uint64_t off, uint8_t byte, size_t len) override {
+    if (len >= (1u << 20)) {
+      filling.store(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    std::memset(bytes_.data() + off, byte, len);
+  }
+  void Flush(uint64_t, size_t) override {}
+  void Drain() override {}
+  std::atomic<bool> filling{false};
+
+ private:
+  std::string bytes_;
+};
+
+// ENOSPC only when the space is not there: blocks an unlink in another thread is still
+// zeroing are waited for, not refused (a checkpoint removing segments while a backend
+// creates the next one, on a full pool).
+TEST(WalDirectoryAllocation, AllocationWaitsForBlocksBeingZeroed) {
+  auto owned = std::make_unique<SlowFillRegion>(FormattedImage(16 << 20));
+  SlowFillRegion* region = owned.get();
+  auto opened = WalDirectory::Open(std::move(owned));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  WalDirectory& dir = **opened;
+  auto big = dir.Create(kRootInode, "big", 0600, kUser, true);
+  ASSERT_TRUE(big.ok());
+  const uint64_t total = dir.Statfs().free_blocks * 4096;
+  ASSERT_TRUE(dir.Write(big->ino, 0, Bytes(std::string(total - (64 << 10), 'b')), false).ok());
+  ASSERT_TRUE(dir.Release(big->ino).ok());
+  dir.Forget(big->ino, 1);  // no lookup left: the unlink reclaims at once, in its thread
+  std::thread unlinker([&] { ASSERT_TRUE(dir.Unlink(kRootInode, "big").ok()); });
+  while (!region->filling.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto seg = dir.Create(kRootInode, kSeg, 0600, kUser, true);  // needs a whole segment
+  EXPECT_TRUE(seg.ok()) << seg.status();
+  auto small = dir.Create(kRootInode, "small", 0600, kUser, true);
+  ASSERT_TRUE(small.ok());
+  EXPECT_TRUE(dir.Write(small->ino, 0, Bytes(std::string(2 << 20, 's')), false).ok());
+  unlinker.join();
+  EXPECT_TRUE(dir.Close().ok());
+}
+
 TEST(WalDirectoryMsync, SizeIsDurableOnlyAfterFsync) {
   std::string* bytes = nullptr;
   auto dir = OpenImage(FormattedImage(), false, &bytes);
   ASSERT_EQ(dir->mode(), DurabilityMode::kMsync);
   auto f = dir->Create(kRootInode, kSeg, 0600, kUser, true);
   ASSERT_TRUE(dir->Write(f->ino, 0, Bytes("unsynced"), false).ok());
+  ASSERT_TRUE(dir->Release(f->ino).ok());  // close promises no durability
+  auto small = dir->Create(kRootInode, "small", 0600, kUser, true);
+  ASSERT_TRUE(dir->Write(small->ino, 0, Bytes(std::string(40000, 's')), false).ok());
+  ASSERT_TRUE(dir->Release(small->ino).ok());
   // A restart now sees the committed size (0); recovery zeroes what lies past it.
   auto crashed = OpenImage(*bytes, false);
   auto c = crashed->Lookup(kRootInode, kSeg);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->size, 0u);
+  EXPECT_EQ(crashed->Lookup(kRootInode, "small")->size, 0u);
   ASSERT_TRUE(dir->Fsync(f->ino, true).ok());
   auto synced = OpenImage(*bytes, false);
   EXPECT_EQ(ReadAll(*synced, synced->Lookup(kRootInode, kSeg)->ino), "unsynced");

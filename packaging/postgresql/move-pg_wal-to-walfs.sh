@@ -185,9 +185,14 @@ $me: then start the cluster, check it, and remove $wal.pre-walfs.
 EOF
 
 # Direct access: only in pmem mode, and only when the library is installed.
-mode=$(walfsctl status "$mnt" --json 2>/dev/null | sed -n 's/.*"mode":"\([a-z]*\)".*/\1/p') || mode=
-direct_lib=${WALFS_DIRECT_LIB:-$(ls /usr/lib/walfs/libwalfs-direct.so /usr/local/lib/walfs/libwalfs-direct.so \
-  2>/dev/null | head -n 1)}
+mode=
+if command -v walfsctl >/dev/null; then
+  mode=$(walfsctl status "$mnt" --json 2>/dev/null | sed -n 's/.*"mode":"\([a-z]*\)".*/\1/p') || mode=
+fi
+direct_lib=${WALFS_DIRECT_LIB:-}
+for f in /usr/lib/walfs/libwalfs-direct.so /usr/local/lib/walfs/libwalfs-direct.so; do
+  if [ -z "$direct_lib" ] && [ -f "$f" ]; then direct_lib=$f; fi
+done
 if [ "$mode" = pmem ] && [ -n "$direct_lib" ]; then
   cat >&2 <<EOF
 $me: the pool runs in pmem mode, so the server can write its WAL straight into the pool

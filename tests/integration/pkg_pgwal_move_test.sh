@@ -18,6 +18,7 @@ BIN=$WORK/bin
 mkdir -p "$BIN"
 ln -s "$WALFS" "$BIN/walfs"
 ln -s "$MKFS" "$BIN/mkfs.walfs"
+ln -s "$WALFSCTL" "$BIN/walfsctl"
 export PATH=$BIN:$PATH
 
 PGDATA=$WORK/data
@@ -76,6 +77,9 @@ rm -rf "$MNT"
 log "moving pg_wal"
 segments=$(cd "$PGDATA/pg_wal" && ls | grep -Ec '^[0-9A-F]{24}$')
 mover 2>"$WORK/mover.log" || { cat "$WORK/mover.log" >&2; fail "the mover failed"; }
+# The pool is an ordinary file (msync mode): the mover says direct access does not apply.
+grep -q "msync mode (not on PMEM): direct access (libwalfs-direct.so) does not apply" \
+  "$WORK/mover.log" || { cat "$WORK/mover.log" >&2; fail "the mover did not report the mode"; }
 [ "$(readlink "$PGDATA/pg_wal")" = "$MNT/pg_wal" ] ||
   fail "pg_wal is not a symlink to $MNT/pg_wal: $(ls -ld "$PGDATA/pg_wal")"
 [ "$(stat -c %U "$PGDATA/pg_wal")" = postgres ] || fail "pg_wal symlink not owned by postgres"

@@ -410,7 +410,7 @@ class Exporter {
       }
       done += static_cast<size_t>(n);
     }
-    absl::Status s = SetAttributes(file.path, r, fd.get(), -1, nullptr);
+    absl::Status s = SetAttributes(file.path, r, fd.get(), -1, "");
     if (close(fd.release()) != 0 && s.ok()) s = Errno("cannot close", file.path);
     if (!s.ok()) return s;
     first_path_.emplace(file.ino, file.path);
@@ -452,12 +452,12 @@ class Exporter {
                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     }
     if (fd.get() < 0) return Errno("cannot open directory", path);
-    return SetAttributes(path, r, fd.get(), -1, nullptr);
+    return SetAttributes(path, r, fd.get(), -1, "");
   }
 
-  // Mode, owner (as root) and times: through `fd` when >= 0, else of the entry `name` in
-  // directory `at` (a symlink or a special file this export just made), never following
-  // a symlink.
+  // Mode, owner (as root) and times: through `fd` when >= 0 (`name` is then unused, ""),
+  // else of the entry `name` in directory `at` (a symlink or a special file this export
+  // just made), never following a symlink.
   absl::Status SetAttributes(const std::string& path, const f::InodeRecord& r, int fd, int at,
                              const char* name) {
     const bool is_link = r.type == f::InodeType::kSymlink;

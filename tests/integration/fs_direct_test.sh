@@ -127,10 +127,6 @@ SHM=$(mktemp -d /dev/shm/walfs-test.XXXXXX)
 on_exit "rm -rf '$SHM'"
 SEG=000000010000000000000001
 
-status_field() {
-  python3 -c 'import json, os, sys
-print(json.loads(os.getxattr(sys.argv[1], "user.walfs.status"))[sys.argv[2]])' "$1" "$2"
-}
 direct() { LD_PRELOAD=$LIB "$CLIENT" "$@"; }
 # pool_lock POOL: "locked" while a client holds the OFD read lock on the pool, else "free".
 pool_lock() {
@@ -147,10 +143,10 @@ PY
 wait_field() {
   local i
   for ((i = 0; i < 100; i++)); do
-    [ "$(status_field "$1" "$2")" = "$3" ] && return 0
+    [ "$(walfs_status_field "$1" "$2")" = "$3" ] && return 0
     sleep 0.05
   done
-  fail "status $2 is $(status_field "$1" "$2"), expected $3"
+  fail "status $2 is $(walfs_status_field "$1" "$2"), expected $3"
 }
 # expect_bytes FILE OFF LEN CHAR: LEN bytes at OFF of FILE are all CHAR.
 expect_bytes() {
@@ -200,12 +196,12 @@ on_failure "cat '$WALFS_LOG'"
 
 log "direct writes bypass FUSE and read back at once"
 new_segment "$M/$SEG"
-writes0=$(status_field "$M" writes)
+writes0=$(walfs_status_field "$M" writes)
 mtime0=$(stat -c %y "$M/$SEG")
 sleep 1.1
 direct write "$M/$SEG" 0 8192 p 64 || fail "direct write"
-[ "$(status_field "$M" writes)" = "$writes0" ] || fail "direct writes went through FUSE"
-[ "$(status_field "$M" leases_granted)" = 1 ] || fail "no lease granted"
+[ "$(walfs_status_field "$M" writes)" = "$writes0" ] || fail "direct writes went through FUSE"
+[ "$(walfs_status_field "$M" leases_granted)" = 1 ] || fail "no lease granted"
 wait_field "$M" leases_active 0
 expect_bytes "$M/$SEG" 0 $((64 * 8192)) p
 expect_bytes "$M/$SEG" $((64 * 8192)) 8192 '\0'
@@ -213,14 +209,14 @@ expect_bytes "$M/$SEG" $((64 * 8192)) 8192 '\0'
 # Without the library, with WALFS_DIRECT=0, with write(2), and past the lease, writes are
 # FUSE WRITEs.
 "$CLIENT" write "$M/$SEG" 0 8192 q 4 || fail "plain write"
-(($(status_field "$M" writes) == writes0 + 4)) || fail "plain writes not counted as FUSE writes"
+(($(walfs_status_field "$M" writes) == writes0 + 4)) || fail "plain writes not counted as FUSE writes"
 WALFS_DIRECT=0 LD_PRELOAD=$LIB "$CLIENT" write "$M/$SEG" 0 8192 q 4 || fail "inert write"
-(($(status_field "$M" writes) == writes0 + 8)) || fail "WALFS_DIRECT=0 writes not through FUSE"
+(($(walfs_status_field "$M" writes) == writes0 + 8)) || fail "WALFS_DIRECT=0 writes not through FUSE"
 direct wseq "$M/$SEG" 8192 4 || fail "write(2)"
-(($(status_field "$M" writes) == writes0 + 12)) || fail "write(2) not through FUSE"
+(($(walfs_status_field "$M" writes) == writes0 + 12)) || fail "write(2) not through FUSE"
 expect_bytes "$M/$SEG" 0 $((4 * 8192)) w
 direct write "$M/$SEG" $((16 << 20)) 8192 x 1 || fail "write past the lease"
-(($(status_field "$M" writes) == writes0 + 13)) || fail "a write past the lease not through FUSE"
+(($(walfs_status_field "$M" writes) == writes0 + 13)) || fail "a write past the lease not through FUSE"
 [ "$(stat -c %s "$M/$SEG")" = $(((16 << 20) + 8192)) ] || fail "size after a write past the lease"
 truncate -s $((16 << 20)) "$M/$SEG"
 
@@ -232,11 +228,11 @@ out=$(truncate -s 4096 "$M/$SEG" 2>&1) && fail "truncate under a writing client 
 [[ "$out" == *"Text file busy"* ]] || fail "truncate: $out"
 new_segment "$M/other"
 "$CLIENT" write "$M/other" 0 8192 o 2048 || fail "write other"
-free_before=$(status_field "$M" free_blocks)
+free_before=$(walfs_status_field "$M" free_blocks)
 mv "$M/other" "$M/$SEG"  # rename-over: the client's file is now an orphan
 session_write S1 "8192 8192 s"
 expect_bytes "$M/$SEG" 0 $((16 << 20)) o  # the new file is untouched
-[ "$(status_field "$M" free_blocks)" = "$free_before" ] || fail "orphan's blocks freed under the client"
+[ "$(walfs_status_field "$M" free_blocks)" = "$free_before" ] || fail "orphan's blocks freed under the client"
 new_segment "$M/third"
 expect_bytes "$M/third" 0 $((16 << 20)) '\0'
 rm "$M/third"
@@ -249,17 +245,17 @@ log "two processes lease one file; unlink under them"
 session_start S2 session "$M/$SEG"
 session_start S3 session "$M/$SEG"
 wait_field "$M" leases_active 2
-writes0=$(status_field "$M" writes)
+writes0=$(walfs_status_field "$M" writes)
 session_write S2 "0 4096 A"
 session_write S3 "4096 4096 B"
-[ "$(status_field "$M" writes)" = "$writes0" ] || fail "shared-file writes went through FUSE"
+[ "$(walfs_status_field "$M" writes)" = "$writes0" ] || fail "shared-file writes went through FUSE"
 expect_bytes "$M/$SEG" 0 4096 A
 expect_bytes "$M/$SEG" 4096 4096 B
 rm "$M/$SEG"
 session_write S2 "8192 4096 C"
 session_end S2
 wait_field "$M" leases_active 1
-free_mid=$(status_field "$M" free_blocks)
+free_mid=$(walfs_status_field "$M" free_blocks)
 session_end S3
 wait_field "$M" leases_active 0
 wait_field "$M" free_blocks $((free_mid + 4096))
@@ -284,12 +280,12 @@ expect_bytes "$M/$SEG" 0 $((16 << 20)) '\0'
 log "a client that cannot open the pool falls back"
 chmod 0666 "$M/$SEG"
 chmod 0777 "$M"
-granted=$(status_field "$M" leases_granted)
-writes0=$(status_field "$M" writes)
+granted=$(walfs_status_field "$M" leases_granted)
+writes0=$(walfs_status_field "$M" writes)
 out=$(setpriv --reuid nobody --regid nogroup --clear-groups env LD_PRELOAD="$LIB" \
   "$CLIENT" write "$M/$SEG" 0 8192 n 8) || fail "client without the pool: $out"
-(($(status_field "$M" writes) == writes0 + 8)) || fail "fallback writes did not go through FUSE"
-(($(status_field "$M" leases_granted) == granted + 1)) || fail "the daemon did not grant the lease"
+(($(walfs_status_field "$M" writes) == writes0 + 8)) || fail "fallback writes did not go through FUSE"
+(($(walfs_status_field "$M" leases_granted) == granted + 1)) || fail "the daemon did not grant the lease"
 expect_bytes "$M/$SEG" 0 $((8 * 8192)) n
 wait_field "$M" leases_active 0
 
@@ -302,10 +298,10 @@ M2=$WORK/mnt-msync
 make_pool "$POOL2" 64M
 mount_walfs "$POOL2" "$M2"
 new_segment "$M2/$SEG"
-writes0=$(status_field "$M2" writes)
+writes0=$(walfs_status_field "$M2" writes)
 direct write "$M2/$SEG" 0 8192 m 16 || fail "write in msync mode"
-(($(status_field "$M2" writes) == writes0 + 16)) || fail "msync-mode writes not through FUSE"
-[ "$(status_field "$M2" leases_refused)" = 1 ] || fail "msync mode did not refuse the lease"
+(($(walfs_status_field "$M2" writes) == writes0 + 16)) || fail "msync-mode writes not through FUSE"
+[ "$(walfs_status_field "$M2" leases_refused)" = 1 ] || fail "msync mode did not refuse the lease"
 expect_bytes "$M2/$SEG" 0 $((16 * 8192)) m
 umount_walfs "$M2"
 "$FSCK" "$POOL2" >/dev/null || fail "fsck of the msync pool"

@@ -29,11 +29,6 @@ else
 fi
 SEG=000000010000000000000001
 
-# status_field MOUNT KEY
-status_field() {
-  python3 -c 'import json, os, sys
-print(json.loads(os.getxattr(sys.argv[1], "user.walfs.status"))[sys.argv[2]])' "$1" "$2"
-}
 
 # probe_field OUTPUT KEY: one key=value of a `probe lease` answer.
 probe_field() { sed -n "s/^$2=//p" <<<"$1"; }
@@ -54,7 +49,7 @@ make_pool "$POOL" 256M
 export PMEM_IS_PMEM_FORCE=1
 mount_walfs "$POOL" "$M"
 on_failure "cat '$WALFS_LOG'"
-[ "$(status_field "$M" mode)" = pmem ] || fail "not in pmem mode"
+[ "$(walfs_status_field "$M" mode)" = pmem ] || fail "not in pmem mode"
 
 dd if=/dev/zero of="$M/$SEG" bs=1M count=16 status=none
 out=$("$PROBE" lease "$M/$SEG") || fail "lease refused in pmem mode: $out"
@@ -65,8 +60,8 @@ out=$("$PROBE" lease "$M/$SEG") || fail "lease refused in pmem mode: $out"
 [ "$(probe_field "$out" pool_dev)" = "$(python3 -c "import os; print(os.stat('$POOL').st_dev)")" ] ||
   fail "pool dev: $out"
 [ -z "$(probe_field "$out" image_path)" ] || fail "image path without powercut_sim: $out"
-[ "$(status_field "$M" leases_active)" = 0 ] || fail "lease still active after close"
-[ "$(status_field "$M" leases_granted)" = 1 ] || fail "leases_granted"
+[ "$(walfs_status_field "$M" leases_active)" = 0 ] || fail "lease still active after close"
+[ "$(walfs_status_field "$M" leases_granted)" = 1 ] || fail "leases_granted"
 
 log "a store through the pool mapping reads back through the mount"
 mtime0=$(stat -c %Y.%y "$M/$SEG")
@@ -83,40 +78,40 @@ expect_refused "read-only handle" EBADF lease "$M/$SEG" --rdonly
 expect_refused "empty file" ENODATA lease "$M/empty"
 mkdir "$M/dir"
 expect_refused "directory" ENOTTY lease "$M/dir" --rdonly
-[ "$(status_field "$M" leases_refused)" -ge 2 ] || fail "refusals not counted"
+[ "$(walfs_status_field "$M" leases_refused)" -ge 2 ] || fail "refusals not counted"
 
 log "truncate and unlink while a lease is held"
 coproc HOLD { exec "$PROBE" hold "$M/$SEG"; }
 hold_pid=$HOLD_PID
 read -r line <&"${HOLD[0]}" || fail "hold: no answer"
 [ "$line" = held ] || fail "hold: $line"
-[ "$(status_field "$M" leases_active)" = 1 ] || fail "held lease not active in status"
+[ "$(walfs_status_field "$M" leases_active)" = 1 ] || fail "held lease not active in status"
 out=$(truncate -s 8M "$M/$SEG" 2>&1) && fail "truncate below a held lease succeeded"
 [[ "$out" == *"Text file busy"* ]] || fail "truncate: expected ETXTBSY, got: $out"
 out=$(truncate -s 0 "$M/$SEG" 2>&1) && fail "truncate to 0 under a lease succeeded"
 truncate -s $((16 << 20)) "$M/$SEG" || fail "truncate to the same size refused"
 [ "$(stat -c %s "$M/$SEG")" = $((16 << 20)) ] || fail "size changed under the lease"
-free_with=$(status_field "$M" free_blocks)
+free_with=$(walfs_status_field "$M" free_blocks)
 rm "$M/$SEG"
 sync
-[ "$(status_field "$M" free_blocks)" = "$free_with" ] || fail "unlinked leased file's blocks were freed"
+[ "$(walfs_status_field "$M" free_blocks)" = "$free_with" ] || fail "unlinked leased file's blocks were freed"
 dd if=/dev/zero of="$M/000000010000000000000002" bs=1M count=16 status=none
 cmp "$M/000000010000000000000002" <(head -c $((16 << 20)) /dev/zero) ||
   fail "a new segment does not read as zeros"
 exec {HOLD[1]}>&-
 wait "$hold_pid" 2>/dev/null || true
 for ((i = 0; i < 100; i++)); do
-  [ "$(status_field "$M" leases_active)" = 0 ] && break
+  [ "$(walfs_status_field "$M" leases_active)" = 0 ] && break
   sleep 0.05
 done
-[ "$(status_field "$M" leases_active)" = 0 ] || fail "lease still active after the holder closed"
+[ "$(walfs_status_field "$M" leases_active)" = 0 ] || fail "lease still active after the holder closed"
 for ((i = 0; i < 100; i++)); do
-  [ "$(status_field "$M" free_blocks)" = "$free_with" ] && break
+  [ "$(walfs_status_field "$M" free_blocks)" = "$free_with" ] && break
   sleep 0.05
 done
 # The unlinked segment's 16 MiB came back once the lease went (the new one took 16 MiB).
-[ "$(status_field "$M" free_blocks)" = "$free_with" ] ||
-  fail "unlinked leased file not reclaimed after release ($(status_field "$M" free_blocks) != $free_with)"
+[ "$(walfs_status_field "$M" free_blocks)" = "$free_with" ] ||
+  fail "unlinked leased file not reclaimed after release ($(walfs_status_field "$M" free_blocks) != $free_with)"
 
 log "a client holding the pool keeps a new daemon from mounting it"
 coproc HOLD2 { exec "$PROBE" hold "$M/000000010000000000000002"; }
@@ -150,7 +145,7 @@ make_pool "$POOL2" 64M
 mount_walfs "$POOL2" "$M2"
 dd if=/dev/zero of="$M2/$SEG" bs=1M count=16 status=none
 expect_refused "msync mode" EOPNOTSUPP lease "$M2/$SEG"
-[ "$(status_field "$M2" leases_refused)" = 1 ] || fail "msync refusal not counted"
+[ "$(walfs_status_field "$M2" leases_refused)" = 1 ] || fail "msync refusal not counted"
 umount_walfs "$M2"
 
 log "fs_lease: all checks passed"

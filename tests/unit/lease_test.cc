@@ -21,6 +21,7 @@ namespace walfs::core {
 namespace {
 
 using testing::Bytes;
+using testing::ExpectFsckClean;
 using testing::FormattedImage;
 using testing::kTestSegment;
 using testing::OpenImage;
@@ -42,12 +43,7 @@ class LeaseTest : public ::testing::Test {
   void TearDown() override {
     if (dir_ == nullptr) return;
     ASSERT_TRUE(dir_->Close().ok());
-    MemoryRegion region(*bytes_);
-    auto report = CheckPool(region, FsckOptions{});
-    ASSERT_TRUE(report.ok()) << report.status();
-    for (const auto& p : report->problems) {
-      EXPECT_EQ(p.severity, FsckProblem::kInfo) << p.where << ": " << p.what;
-    }
+    ExpectFsckClean(*bytes_);
   }
   // A zero-filled segment, as PostgreSQL leaves it before reopening it to write WAL.
   InodeId Segment(const char* name = kSegment) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "core/fsck.h"
 #include "core/memory_region.h"
 #include "core/wal_directory.h"
 
@@ -36,6 +37,16 @@ inline std::unique_ptr<WalDirectory> OpenImage(std::string image, bool pmem = tr
   auto dir = WalDirectory::Open(std::move(region), options);
   EXPECT_TRUE(dir.ok()) << dir.status();
   return dir.ok() ? std::move(*dir) : nullptr;
+}
+
+// fsck finds nothing but informational notes in `image` (a closed pool's bytes).
+inline void ExpectFsckClean(const std::string& image) {
+  MemoryRegion region(image);
+  auto report = CheckPool(region, FsckOptions{});
+  ASSERT_TRUE(report.ok()) << report.status();
+  for (const auto& p : report->problems) {
+    EXPECT_EQ(p.severity, FsckProblem::kInfo) << p.where << ": " << p.what;
+  }
 }
 
 inline absl::Span<const char> Bytes(const std::string& s) { return {s.data(), s.size()}; }

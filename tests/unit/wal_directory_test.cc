@@ -26,6 +26,7 @@ namespace walfs::core {
 namespace {
 
 using testing::Bytes;
+using testing::ExpectFsckClean;
 using testing::FormattedImage;
 using testing::kTestSegment;
 using testing::OpenImage;
@@ -72,12 +73,7 @@ class WalDirectoryTest : public ::testing::Test {
   void TearDown() override {
     if (dir_ == nullptr) return;
     ASSERT_TRUE(dir_->Close().ok());
-    MemoryRegion region(*bytes_);
-    auto report = CheckPool(region, FsckOptions{});
-    ASSERT_TRUE(report.ok()) << report.status();
-    for (const auto& p : report->problems) {
-      EXPECT_EQ(p.severity, FsckProblem::kInfo) << p.where << ": " << p.what;
-    }
+    ExpectFsckClean(*bytes_);
   }
   std::unique_ptr<WalDirectory> dir_;
   std::string* bytes_ = nullptr;

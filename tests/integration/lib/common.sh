@@ -156,5 +156,12 @@ umount_walfs() {
   fail "walfs (pid $WALFS_PID) still running 10s after unmount of $mnt"
 }
 
+# walfs_status_field MOUNT KEY: one field of the daemon's status document (getxattr of
+# user.walfs.status on the mount root), as Python prints it.
+walfs_status_field() {
+  python3 -c 'import json, os, sys
+print(json.loads(os.getxattr(sys.argv[1], "user.walfs.status"))[sys.argv[2]])' "$1" "$2"
+}
+
 # as_postgres CMD...: runs a command as the postgres user.
 as_postgres() { runuser -u postgres -- "$@"; }

@@ -89,8 +89,15 @@ LeaseOutcome LeaseForOpen(int fd, int flags, const LeaseSources& sources, FdTabl
   if (!WantsLease(flags) || fd < 0 || fd >= FdTable::kFdBound) return LeaseOutcome::kNotWanted;
   const int saved_errno = errno;
   struct stat st;
-  LeaseOutcome outcome = LeaseOutcome::kNotWalfs;
-  if (sources.fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && sources.is_walfs(st.st_dev)) {
+  LeaseOutcome outcome;
+  if (sources.fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !sources.is_walfs(st.st_dev)) {
+    outcome = LeaseOutcome::kNotWalfs;
+  } else if (st.st_size == 0) {
+    // Nothing is allocated, so the daemon would refuse (ENODATA): PostgreSQL's new
+    // segments (xlogtemp.N, zero-filled through FUSE, then renamed and reopened) and
+    // the empty files it opens for writing skip the round trip.
+    outcome = LeaseOutcome::kEmpty;
+  } else {
     // 8.9 KB: on the stack rather than the heap, as open() may run anywhere.
     lease::Reply reply;
     memset(&reply, 0, sizeof(reply));

@@ -44,6 +44,7 @@ enum class LeaseOutcome {
   kGranted,
   kNotWanted,    // flags (read-only, O_APPEND, O_PATH) or fd out of the table's range
   kNotWalfs,     // fstat failed, not a regular file, or not on a walfs mount
+  kEmpty,        // a walfs file of size 0: nothing to lease, the daemon is not asked
   kIoctlFailed,  // the daemon refused (EOPNOTSUPP in msync mode, ENODATA when empty...)
   kInvalid,      // the reply failed ValidateReply
   kMapFailed,    // pool identity, lock or mmap failed

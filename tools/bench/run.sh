@@ -13,7 +13,7 @@
 #                          walfs-pmem,walfs-direct,walfs-msync-tmpfs,walfs-msync-disk,tmpfs,ext4,
 #                          passthrough_ll
 #     --workloads LIST     comma-separated (default: all) of
-#                          fsync,pgbench,inserts,bulk,segments,core
+#                          fsync,pgbench,inserts,bulk,segments,core,floor
 #     --reps N             repetitions per target (default 3)
 #     --duration SECS      pgbench/insert run length -T (default 20)
 #     --fsync-secs SECS    pg_test_fsync -s (default 2)
@@ -33,7 +33,7 @@ SOURCE_DIR=$(cd "$BENCH_DIR/../.." && pwd)
 
 OUT_DIR=
 TARGETS_ARG=
-WORKLOADS_ARG=fsync,pgbench,inserts,bulk,segments,core
+WORKLOADS_ARG=fsync,pgbench,inserts,bulk,segments,core,floor
 REPS=3
 PGBENCH_SECS=20
 FSYNC_SECS=2
@@ -93,7 +93,7 @@ IFS=, read -r -a TARGETS <<<"${TARGETS_ARG:-$(IFS=,; echo "${ALL_TARGETS[*]}")}"
 IFS=, read -r -a WORKLOADS <<<"$WORKLOADS_ARG"
 has_workload() { [[ ",$WORKLOADS_ARG," == *",$1,"* ]]; }
 for w in "${WORKLOADS[@]}"; do
-  case $w in fsync | pgbench | inserts | bulk | segments | core) ;;
+  case $w in fsync | pgbench | inserts | bulk | segments | core | floor) ;;
     *) fail "unknown workload '$w'" ;; esac
 done
 
@@ -185,6 +185,18 @@ if has_workload core; then
   else
     log "walfs_core_bench not built ($BENCH_BIN): core microbenchmarks skipped"
     echo "core microbenchmarks: SKIPPED (walfs_core_bench not built)" >>"$OUT_DIR/machine.txt"
+  fi
+fi
+
+if has_workload floor; then
+  if [ -x "$BENCH_BIN/walfs_direct_bench" ]; then
+    for ((rep = 1; rep <= REPS; rep++)); do
+      log "walfs_direct_bench rep $rep/$REPS"
+      wl_floor "$rep"
+    done
+  else
+    log "walfs_direct_bench not built ($BENCH_BIN): direct-path floor skipped"
+    echo "direct-path floor: SKIPPED (walfs_direct_bench not built)" >>"$OUT_DIR/machine.txt"
   fi
 fi
 

@@ -248,6 +248,19 @@ TEST_F(DirectLeaseTest, NonWalfsDeviceAndNonRegularFilesAskNothing) {
   close(fd);
 }
 
+TEST_F(DirectLeaseTest, EmptyFilesAskNothing) {
+  ASSERT_EQ(truncate(file_path_.c_str(), 0), 0);
+  const int fd = OpenFile();
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kEmpty);
+  EXPECT_EQ(g_ioctl_calls, 0);
+  EXPECT_FALSE(table_->IsTracked(fd));
+  // Once it has data, the same file is asked for.
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(9 * kBlock)), 0);
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kGranted);
+  EXPECT_EQ(g_ioctl_calls, 1);
+  close(fd);
+}
+
 TEST_F(DirectLeaseTest, IoctlFailureAndBadRepliesFallBackSilently) {
   const int fd = OpenFile();
   for (int err : {EOPNOTSUPP, ENODATA, EBADF, ENOTTY}) {

@@ -223,3 +223,25 @@ wl_core() {
       }' "$csv" >>"$OUT_DIR/raw.tsv"
   done
 }
+
+# ---------------------------------------------------------------- 7. direct-path floor
+# walfs_direct_bench in pmem mode (PMEM_IS_PMEM_FORCE=1, scratch file on SHM_ROOT): one
+# 8 KiB write + fdatasync on tmpfs next to the parts of the direct-access client's hot
+# path (durable copy, identity fstat, the whole TryDirectWrite). "rewrite" is
+# pg_test_fsync's pattern (offset 0 every time), "sequential" XLogWrite's under load.
+wl_floor() {
+  local rep=$1 csv=$OUT_DIR/logs/direct_bench.$rep.csv
+  local wl="direct-path floor (walfs_direct_bench, one 8 KiB write + fdatasync and its parts)"
+  PMEM_IS_PMEM_FORCE=1 "$BENCH_BIN/walfs_direct_bench" --dir "$SHM_ROOT" \
+    --benchmark_format=csv --benchmark_min_time="$CORE_MIN_TIME" >"$csv" 2>"$csv.err" || true
+  awk -F, -v wl="$wl" -v rep="$rep" '
+    $1 ~ /^"/ && $1 !~ /^"name"/ {
+      name = $1; gsub(/"/, "", name)
+      split(name, p, "/")
+      pattern = (p[2] == "seq:1") ? "sequential" : "rewrite"
+      t = $4; u = $5  # CPU time: wall time on a shared machine counts other tenants
+      if (u == "us") t *= 1000; else if (u == "ms") t *= 1000000
+      if ($0 ~ /,true,/) t = "NA"
+      printf "%s\t%s\tns/op\tlower\t%s\t%s\t%s\n", wl, p[1], pattern, rep, t
+    }' "$csv" >>"$OUT_DIR/raw.tsv"
+}

@@ -13,12 +13,14 @@
 #include <fuse_lowlevel.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "core/persistent_region.h"
 #include "core/pool_clients.h"
 #include "core/power_cut_region.h"
 #include "core/wal_directory.h"
 #include "fs/daemonize.h"
+#include "fs/errors.h"
 #include "fs/logging.h"
 #include "fs/operations.h"
 #include "fs/pool_lock.h"
@@ -212,6 +214,15 @@ int RunDaemon(const Options& options) {
                                    .ignore_dsync = experiments->ignore_dsync,
                                    .lease_pool = lease_pool});
 
+  // The ENOSPC log line says how full the pool is (statfs's figures, so df agrees).
+  core::WalDirectory* stats_dir = dir.get();
+  SetFreeSpaceDescriber([stats_dir] {
+    const core::FsStats st = stats_dir->Statfs();
+    return absl::StrFormat("%.1f MiB free of %.1f MiB",
+                           static_cast<double>(st.free_blocks * st.block_size) / (1 << 20),
+                           static_cast<double>(st.total_blocks * st.block_size) / (1 << 20));
+  });
+
   std::vector<std::string> arg_strings = FuseSessionArgs(options);
   std::vector<char*> argv;
   for (std::string& a : arg_strings) argv.push_back(a.data());
@@ -285,6 +296,7 @@ int RunDaemon(const Options& options) {
   fuse_session_unmount(se.get());
   fuse_remove_signal_handlers(se.get());
   se.reset();
+  SetFreeSpaceDescriber(nullptr);  // no request is served any more
 
   int exit_status = 0;
   if (loop < 0) {

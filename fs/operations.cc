@@ -216,6 +216,7 @@ void WalfsDestroy(void* userdata) {
 // --- names and attributes ----------------------------------------------------------
 
 void WalfsLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   absl::StatusOr<core::Attr> attr = GetServer(req).dir().Lookup(parent, name);
   if (!attr.ok() && core::ErrnoFromStatus(attr.status()) == ENOENT) {
     // A negative entry (ino 0) the kernel caches like a positive one.
@@ -239,6 +240,7 @@ void WalfsForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 }
 
 void WalfsGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   (void)fi;
   absl::StatusOr<core::Attr> attr = GetServer(req).dir().GetAttr(ino);
   if (!attr.ok()) {
@@ -251,6 +253,7 @@ void WalfsGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void WalfsSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
                   fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   (void)fi;
   core::SetattrRequest r;
   if (to_set & FUSE_SET_ATTR_MODE) r.mode = attr->st_mode & 07777;
@@ -283,6 +286,7 @@ void WalfsSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
 }
 
 void WalfsReadlink(fuse_req_t req, fuse_ino_t ino) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   absl::StatusOr<std::string> target = GetServer(req).dir().Readlink(ino);
   if (!target.ok()) {
     fuse_reply_err(req, StatusToErrno(target.status(), "readlink", ino));
@@ -295,6 +299,7 @@ void WalfsReadlink(fuse_req_t req, fuse_ino_t ino) {
 
 void WalfsMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                 dev_t rdev) {
+  OpTimer timer(GetServer(req), OpClass::kCreate);
   core::WalDirectory& dir = GetServer(req).dir();
   if (S_ISREG(mode)) {  // some tools create regular files with mknod
     ReplyEntry(req, dir.Create(parent, name, mode & 07777, GetCaller(req), /*exclusive=*/true),
@@ -308,29 +313,35 @@ void WalfsMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode
 }
 
 void WalfsMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  OpTimer timer(GetServer(req), OpClass::kCreate);
   ReplyEntry(req, GetServer(req).dir().Mkdir(parent, name, mode & 07777, GetCaller(req)),
              "mkdir", parent);
 }
 
 void WalfsSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  OpTimer timer(GetServer(req), OpClass::kCreate);
   ReplyEntry(req, GetServer(req).dir().Symlink(parent, name, link, GetCaller(req)),
              "symlink", parent);
 }
 
 void WalfsLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  OpTimer timer(GetServer(req), OpClass::kCreate);
   ReplyEntry(req, GetServer(req).dir().Link(ino, newparent, newname), "link", ino);
 }
 
 void WalfsUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  OpTimer timer(GetServer(req), OpClass::kUnlink);
   ReplyStatus(req, GetServer(req).dir().Unlink(parent, name), "unlink", parent);
 }
 
 void WalfsRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  OpTimer timer(GetServer(req), OpClass::kUnlink);
   ReplyStatus(req, GetServer(req).dir().Rmdir(parent, name), "rmdir", parent);
 }
 
 void WalfsRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
                  const char* newname, unsigned int flags) {
+  OpTimer timer(GetServer(req), OpClass::kRename);
   if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
     fuse_reply_err(req, EINVAL);  // RENAME_WHITEOUT: overlayfs only
     return;
@@ -346,6 +357,7 @@ void WalfsRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t
 
 void WalfsCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                  fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kCreate);
   const Server& server = GetServer(req);
   core::WalDirectory& dir = server.dir();
   bool exclusive = (fi->flags & O_EXCL) != 0;
@@ -377,6 +389,7 @@ void WalfsCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mod
 }
 
 void WalfsOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kOpen);
   // With ATOMIC_O_TRUNC (negotiated in init) O_TRUNC reaches us here, not as SETATTR.
   if (fi->flags & O_TRUNC) {
     core::SetattrRequest truncate;
@@ -393,6 +406,7 @@ void WalfsOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void WalfsRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kRead);
   (void)fi;
   // One buffer per worker thread, grown to the largest read it served (<= max_read).
   thread_local std::vector<char> buffer;
@@ -408,6 +422,7 @@ void WalfsRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
 
 void WalfsWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
                 fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kWrite);
   const Server& server = GetServer(req);
   bool sync = FileHandle::From(fi)->SyncWrite(fi->flags) && !server.config().ignore_dsync;
   const bool clear_setid = ClearsSetid(req);
@@ -431,6 +446,7 @@ void WalfsWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, of
 }
 
 void WalfsFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kFsync);
   (void)ino;
   (void)fi;
   Server& server = GetServer(req);
@@ -439,6 +455,7 @@ void WalfsFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void WalfsRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kOpen);
   FileHandle* handle = FileHandle::From(fi);
   bool leased;
   {
@@ -468,6 +485,7 @@ void WalfsRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void WalfsIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
                 fuse_file_info* fi, unsigned flags, const void* in_buf, size_t in_bufsz,
                 size_t out_bufsz) {
+  OpTimer timer(GetServer(req), OpClass::kOpen);
   (void)arg;
   (void)in_buf;
   (void)in_bufsz;
@@ -531,6 +549,7 @@ void WalfsIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
 }
 
 void WalfsFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kFsync);
   (void)fi;
   Server& server = GetServer(req);
   server.fuse_fsync.fetch_add(1, std::memory_order_relaxed);
@@ -545,6 +564,7 @@ void WalfsFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi
 
 void WalfsFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                     fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   (void)fi;
   // Preallocation only; punching or collapsing holes has no use on pg_wal.
   if (mode & ~FALLOC_FL_KEEP_SIZE) {
@@ -568,12 +588,14 @@ void WalfsFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_
 // Readdir is cookie-based in core (a stable order that survives renames mid-scan), so
 // an open directory needs no state of its own.
 void WalfsOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   (void)ino;
   fi->fh = 0;
   fuse_reply_open(req, fi);
 }
 
 void WalfsReleasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   (void)ino;
   (void)fi;
   fuse_reply_err(req, 0);
@@ -581,6 +603,7 @@ void WalfsReleasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void WalfsReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                   fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   (void)fi;
   std::vector<char> buffer(size);
   size_t used = 0;
@@ -611,6 +634,7 @@ void WalfsReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 // never forget a reference taken for them.
 void WalfsReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                       fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   (void)fi;
   struct Pending {
     std::string name;
@@ -663,6 +687,7 @@ void WalfsReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 void WalfsFsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+  OpTimer timer(GetServer(req), OpClass::kFsync);
   (void)datasync;
   (void)fi;
   Server& server = GetServer(req);
@@ -676,6 +701,7 @@ void WalfsFsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*
 }
 
 void WalfsStatfs(fuse_req_t req, fuse_ino_t ino) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   (void)ino;
   core::FsStats s = GetServer(req).dir().Statfs();
   struct statvfs st {};
@@ -700,6 +726,7 @@ void WalfsStatfs(fuse_req_t req, fuse_ino_t ino) {
 
 void WalfsSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value,
                    size_t size, int flags) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   (void)ino;
   (void)name;
   (void)value;
@@ -709,6 +736,7 @@ void WalfsSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char*
 }
 
 void WalfsGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   if (ino != core::kRootInode || std::strcmp(name, kStatusXattr) != 0) {
     fuse_reply_err(req, ENODATA);
     return;
@@ -726,6 +754,7 @@ void WalfsGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size
 }
 
 void WalfsListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   (void)ino;
   if (size == 0) {
     fuse_reply_xattr(req, 0);
@@ -735,6 +764,7 @@ void WalfsListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void WalfsRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  OpTimer timer(GetServer(req), OpClass::kOther);
   (void)ino;
   (void)name;
   fuse_reply_err(req, ENODATA);

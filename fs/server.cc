@@ -5,9 +5,24 @@
 
 #include <utility>
 
+#include "fs/errors.h"
 #include "fs/status_json.h"
 
 namespace walfs::fs {
+
+const char* OpClassName(OpClass op) {
+  switch (op) {
+    case OpClass::kWrite: return "write";
+    case OpClass::kRead: return "read";
+    case OpClass::kFsync: return "fsync";
+    case OpClass::kCreate: return "create";
+    case OpClass::kRename: return "rename";
+    case OpClass::kUnlink: return "unlink";
+    case OpClass::kOpen: return "open";
+    case OpClass::kOther: return "other";
+  }
+  return "unknown";
+}
 
 Server::Server(core::WalDirectory& dir, ServerConfig config)
     : dir_(dir),
@@ -32,6 +47,19 @@ std::string Server::StatusJson() const {
   s.fuse_fsyncdir = fuse_fsyncdir.load(std::memory_order_relaxed);
   s.fuse_flush = fuse_flush.load(std::memory_order_relaxed);
   s.leases_refused = leases_refused.load(std::memory_order_relaxed);
+  s.uptime_seconds = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
+                                                       started_)
+          .count());
+  if (absl::Status health = dir_.region().health(); !health.ok()) {
+    s.persist_error = health.ToString();
+  }
+  const ReplyErrorCounts errors = GetReplyErrorCounts();
+  s.enospc_errors = errors.enospc;
+  s.eio_errors = errors.eio;
+  for (int i = 0; i < kOpClasses; ++i) {
+    s.latency.push_back({OpClassName(static_cast<OpClass>(i)), latency_[i].snapshot()});
+  }
   return fs::StatusJson(s);
 }
 

@@ -5,10 +5,13 @@
 #ifndef WALFS_FS_SERVER_H_
 #define WALFS_FS_SERVER_H_
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 
+#include "core/latency_histogram.h"
 #include "core/wal_directory.h"
 #include "fs/lease_reply.h"
 #include "fs/options.h"
@@ -33,6 +36,20 @@ struct ServerConfig {
   // What lease replies say about the pool (fs/lease_protocol.h).
   LeasePool lease_pool;
 };
+
+// What the latency histograms group FUSE requests by (status "latency").
+enum class OpClass : int {
+  kWrite,   // WRITE
+  kRead,    // READ
+  kFsync,   // FSYNC, FSYNCDIR, FLUSH
+  kCreate,  // CREATE, MKNOD, MKDIR, SYMLINK, LINK
+  kRename,  // RENAME
+  kUnlink,  // UNLINK, RMDIR
+  kOpen,    // OPEN, RELEASE, the lease ioctl
+  kOther,   // LOOKUP, GETATTR, SETATTR, READDIR, STATFS, FALLOCATE, xattrs, ...
+};
+inline constexpr int kOpClasses = 8;
+const char* OpClassName(OpClass op);
 
 class Server {
  public:
@@ -66,11 +83,39 @@ class Server {
   std::atomic<uint64_t> fuse_flush{0};
   std::atomic<uint64_t> leases_refused{0};  // lease ioctls answered with an error
 
+  // Service time of every request (callback entry to reply), by class.
+  core::LatencyHistogram& latency(OpClass op) { return latency_[static_cast<int>(op)]; }
+  const core::LatencyHistogram& latency(OpClass op) const {
+    return latency_[static_cast<int>(op)];
+  }
+
  private:
   core::WalDirectory& dir_;
   const ServerConfig config_;
   const bool fsync_shortcut_;
   fuse_session* session_ = nullptr;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::array<core::LatencyHistogram, kOpClasses> latency_;
+};
+
+// Records the service time of one request into its class's histogram when it goes out
+// of scope (after the reply). Holds the server, not the request: a request is freed by
+// its reply.
+class OpTimer {
+ public:
+  OpTimer(Server& server, OpClass op)
+      : histogram_(server.latency(op)), start_(std::chrono::steady_clock::now()) {}
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+  ~OpTimer() {
+    const auto elapsed = std::chrono::steady_clock::now() - start_;
+    histogram_.Record(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
+  }
+
+ private:
+  core::LatencyHistogram& histogram_;
+  const std::chrono::steady_clock::time_point start_;
 };
 
 }  // namespace walfs::fs

@@ -86,6 +86,25 @@ std::string StatusJson(const DaemonStatus& s) {
   j.Num("leases_released", c.leases_released);
   j.Num("leases_active", c.leases_active);
   j.Num("leases_refused", s.leases_refused);
+  j.Str("software_version", WALFS_VERSION);
+  j.Num("uptime_seconds", s.uptime_seconds);
+  j.Str("persist_error", s.persist_error);
+  j.Num("enospc_errors", s.enospc_errors);
+  j.Num("eio_errors", s.eio_errors);
+  JsonObject latency;
+  for (const auto& [name, h] : s.latency) {
+    JsonObject op;
+    op.Num("count", h.count);
+    op.Num("sum_ns", h.sum_nanos);
+    std::string buckets = "[";
+    for (size_t i = 0; i < h.buckets.size(); ++i) {
+      if (i > 0) buckets += ',';
+      buckets += std::to_string(h.buckets[i]);
+    }
+    op.Raw("buckets", buckets + "]");
+    latency.Raw(name, op.Done());
+  }
+  j.Raw("latency", latency.Done());
   return j.Done();
 }
 

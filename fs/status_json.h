@@ -2,7 +2,7 @@
 //
 // walfs shows nothing extra in readdir (initdb -X refuses a directory with any entry),
 // so status is an extended attribute of the mount root that listxattr does not list.
-// The value is one flat JSON object, compact (no whitespace), keys always present and
+// The value is one JSON object (flat but for "latency"), compact (no whitespace), keys always present and
 // in this order; numbers are unsigned decimal integers, strings are JSON-escaped:
 //
 //   "version":        1, bumped if a key changes meaning or goes away
@@ -29,12 +29,26 @@
 //                     direct-access leases (core::Counters): handed out, ended, held now
 //   "leases_refused": lease requests answered with an error (msync mode, empty file,
 //                     read-only handle, ...); the client then writes through FUSE
+//   "software_version": the daemon's version (WALFS_VERSION)
+//   "uptime_seconds": since the daemon started serving
+//   "persist_error":  "" while healthy; else the latched persist failure (from then on
+//                     every request that promises durability is answered EIO)
+//   "enospc_errors", "eio_errors": requests answered ENOSPC / EIO since the start
+//   "latency":        an object with one member per request class (fs/server.h OpClass:
+//                     write, read, fsync, create, rename, unlink, open, other), each
+//                     {"count": N, "sum_ns": N, "buckets": [22 counts]}: service time
+//                     from callback entry to reply, bucket i counting (2^(i-1), 2^i] us
+//                     (bucket 0: up to 1 us, the last: above 2^20 us), as
+//                     core/latency_histogram.h. The only nested member.
 #ifndef WALFS_FS_STATUS_JSON_H_
 #define WALFS_FS_STATUS_JSON_H_
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "core/latency_histogram.h"
 #include "core/wal_directory.h"
 
 namespace walfs::fs {
@@ -58,6 +72,11 @@ struct DaemonStatus {
   uint64_t fuse_fsyncdir = 0;
   uint64_t fuse_flush = 0;
   uint64_t leases_refused = 0;
+  uint64_t uptime_seconds = 0;
+  std::string persist_error;
+  uint64_t enospc_errors = 0;
+  uint64_t eio_errors = 0;
+  std::vector<std::pair<std::string, core::LatencyHistogram::Snapshot>> latency;
 };
 
 std::string StatusJson(const DaemonStatus& status);

@@ -4,7 +4,9 @@
 # file adds what makes walfs a distribution service:
 #   share/man/man8/*.8.gz           every page under packaging/man/ (gzipped, as Debian does)
 #   lib/systemd/system/walfs@.service   one instance per pool (see the unit's header)
+#   lib/systemd/system/walfs-metrics@.{service,timer}   Prometheus textfile every 15 s
 #   libexec/walfs/walfs-prestart    the unit's pre-start check
+#   libexec/walfs/walfs-metrics     writes the textfile (walfsctl status --prometheus)
 #   share/walfs/postgresql/         the postgresql@.service drop-in and the pg_wal mover
 #   share/doc/walfs/                README.md.gz, copyright (DEP-5), changelog.gz
 #   share/doc/walfs/examples/       an instance configuration and an fstab line
@@ -52,8 +54,10 @@ if(WALFS_MAN_OUTPUTS)
 endif()
 
 # --- systemd
-install(FILES ${WALFS_PKG_DIR}/systemd/walfs@.service DESTINATION lib/systemd/system)
-install(PROGRAMS ${WALFS_PKG_DIR}/systemd/walfs-prestart
+install(FILES ${WALFS_PKG_DIR}/systemd/walfs@.service
+  ${WALFS_PKG_DIR}/systemd/walfs-metrics@.service ${WALFS_PKG_DIR}/systemd/walfs-metrics@.timer
+  DESTINATION lib/systemd/system)
+install(PROGRAMS ${WALFS_PKG_DIR}/systemd/walfs-prestart ${WALFS_PKG_DIR}/systemd/walfs-metrics
   DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/walfs)
 
 # --- PostgreSQL integration and examples

@@ -37,6 +37,7 @@
 #include "core/fsck.h"
 #include "core/persistent_region.h"
 #include "nlohmann/json.hpp"
+#include "tools/status_view.h"
 #include "tools/cli.h"
 #include "tools/human_bytes.h"
 
@@ -60,10 +61,12 @@ constexpr char kUsage[] =
     "      names are not overwritten), keeping the tree, symlinks, hard links, modes,\n"
     "      mtimes and, as root, owners. Read-only: for disaster recovery. --salvage also\n"
     "      copies files whose inode record is damaged, as best it can.\n"
-    "  walfsctl status MOUNTPOINT [--json | --prometheus]\n"
-    "      The running daemon's status (mode, region, counters, usage) read from the\n"
-    "      user.walfs.status attribute of MOUNTPOINT: human form, the raw JSON document,\n"
-    "      or Prometheus text (numeric fields as walfs_<name>).\n"
+    "  walfsctl status MOUNTPOINT [--json | --prometheus | --latency]\n"
+    "      The running daemon's status read from the user.walfs.status attribute of\n"
+    "      MOUNTPOINT: health, space, traffic, direct access, errors and p99 latency\n"
+    "      for people; the raw JSON document; Prometheus text exposition (walfs_*\n"
+    "      series labelled with mountpoint and pool); or the latency table of every\n"
+    "      request class (count, mean, p50, p90, p99, p99.9, max).\n"
     "\n"
     "  -h, --help      show this help and exit (also: walfsctl help)\n"
     "  -V, --version   show the version and exit\n"
@@ -528,78 +531,7 @@ int Export(const std::string& pool, std::string dir, bool salvage) {
 // ---- status ----------------------------------------------------------------------
 
 // The status document, members in the order the daemon wrote them.
-using Json = nlohmann::ordered_json;
-
-// A scalar as the human form shows it.
-std::string Scalar(const Json& x) {
-  if (x.is_null()) return "null";
-  if (x.is_boolean()) return x.get<bool>() ? "yes" : "no";
-  if (x.is_string()) return x.get<std::string>();
-  return x.dump();
-}
-
-void PrintHumanStatus(const Json& v, int indent) {
-  const std::string pad(indent * 2, ' ');
-  auto print_member = [&](const std::string& name, const Json& x) {
-    if (x.is_structured()) {
-      std::printf("%s%s:\n", pad.c_str(), name.c_str());
-      PrintHumanStatus(x, indent + 1);
-    } else {
-      std::string label = name;
-      for (char& c : label) if (c == '_') c = ' ';
-      std::printf("%s%-28s %s\n", pad.c_str(), (label + ":").c_str(), Scalar(x).c_str());
-    }
-  };
-  if (v.is_object()) {
-    for (const auto& [name, x] : v.items()) print_member(name, x);
-  } else if (v.is_array()) {
-    for (size_t i = 0; i < v.size(); ++i) print_member(absl::StrCat("[", i, "]"), v[i]);
-  } else {
-    std::printf("%s%s\n", pad.c_str(), Scalar(v).c_str());
-  }
-}
-
-// Prometheus allows [a-zA-Z0-9_] in metric and label names.
-std::string Sanitize(std::string_view name) {
-  std::string out;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    out += ok ? c : '_';
-  }
-  return out;
-}
-
-// `path` is "_a_b" for the field b of object a.
-std::string MetricName(std::string_view path) { return "walfs" + Sanitize(path); }
-
-std::string LabelValue(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-// Numbers and booleans become samples named walfs_<path>, the path's parts joined by
-// '_'; top-level strings become labels of one walfs_info sample.
-void FlattenPrometheus(const Json& v, const std::string& path, std::string* out) {
-  if (v.is_object()) {
-    for (const auto& [name, x] : v.items()) {
-      FlattenPrometheus(x, absl::StrCat(path, "_", Sanitize(name)), out);
-    }
-  } else if (v.is_array()) {
-    for (size_t i = 0; i < v.size(); ++i) FlattenPrometheus(v[i], absl::StrCat(path, "_", i), out);
-  } else if (v.is_number()) {
-    absl::StrAppend(out, MetricName(path), " ", v.dump(), "\n");
-  } else if (v.is_boolean()) {
-    absl::StrAppend(out, MetricName(path), " ", v.get<bool>() ? 1 : 0, "\n");
-  }
-}
+using Json = StatusDoc;
 
 absl::StatusOr<std::string> ReadStatusXattr(const std::string& mountpoint) {
   for (int attempt = 0; attempt < 4; ++attempt) {
@@ -633,42 +565,39 @@ int Status(const std::string& mountpoint, const std::string& format) {
   if (root.is_discarded() || !root.is_object()) {
     return Fail(absl::StrCat("the status of ", mountpoint, " is not a JSON object: ", *doc));
   }
+  std::string out;
   if (format == "prometheus") {
-    std::string out, labels;
-    for (const auto& [name, x] : root.items()) {
-      if (!x.is_string()) continue;
-      absl::StrAppend(&labels, labels.empty() ? "" : ",", Sanitize(name), "=\"",
-                      LabelValue(x.get<std::string>()), "\"");
-    }
-    absl::StrAppend(&out, "walfs_info{", labels, "} 1\n");
-    FlattenPrometheus(root, "", &out);
-    std::fputs(out.c_str(), stdout);
-    return 0;
+    out = RenderPrometheus(root);
+  } else if (format == "latency") {
+    out = RenderLatency(root);
+  } else {
+    out = RenderHuman(root, mountpoint);
   }
-  std::printf("walfs at %s\n", mountpoint.c_str());
-  PrintHumanStatus(root, 1);
+  std::fputs(out.c_str(), stdout);
   return 0;
 }
 
 // Options may come before or after the command and its arguments (getopt_long permutes
 // argv); each is then checked against the command it was given with.
 int Run(int argc, char** argv) {
-  enum : int { kJson = 256, kPrometheus, kSalvage };
+  enum : int { kJson = 256, kPrometheus, kLatency, kSalvage };
   static const option kOptions[] = {
       {"json", no_argument, nullptr, kJson},
       {"prometheus", no_argument, nullptr, kPrometheus},
+      {"latency", no_argument, nullptr, kLatency},
       {"salvage", no_argument, nullptr, kSalvage},
       {"help", no_argument, nullptr, 'h'},
       {"version", no_argument, nullptr, 'V'},
       {nullptr, 0, nullptr, 0},
   };
-  bool json = false, prometheus = false, salvage = false;
+  bool json = false, prometheus = false, latency = false, salvage = false;
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, "hV", kOptions, nullptr)) != -1) {
     switch (c) {
       case kJson: json = true; break;
       case kPrometheus: prometheus = true; break;
+      case kLatency: latency = true; break;
       case kSalvage: salvage = true; break;
       case 'h': std::fputs(kUsage, stdout); return 0;
       case 'V': return PrintVersion(kProgram);
@@ -688,6 +617,7 @@ int Run(int argc, char** argv) {
     std::string bad;
     if (json && !allow_json) bad = "--json";
     if (prometheus && !allow_prometheus) bad = "--prometheus";
+    if (latency && !allow_prometheus) bad = "--latency";
     if (salvage && !allow_salvage) bad = "--salvage";
     return bad;
   };
@@ -709,9 +639,14 @@ int Run(int argc, char** argv) {
     if (std::string bad = misplaced(true, true, false); !bad.empty()) {
       return UsageError(absl::StrCat("status does not take ", bad));
     }
-    if (json && prometheus) return UsageError("--json and --prometheus exclude each other");
+    if (json + prometheus + latency > 1) {
+      return UsageError("--json, --prometheus and --latency exclude each other");
+    }
     if (args.size() != 1) return UsageError("status takes one MOUNTPOINT");
-    return Status(args[0], json ? "json" : prometheus ? "prometheus" : "human");
+    return Status(args[0], json         ? "json"
+                           : prometheus ? "prometheus"
+                           : latency    ? "latency"
+                                        : "human");
   }
   return UsageError(absl::StrCat("unknown command '", command, "'"));
 }

@@ -88,7 +88,8 @@ scripts=(
   tools/run-tests.sh tools/install-deps.sh tools/quickstart.sh
   tools/bench/run.sh tools/bench/levers.sh tools/bench/write_profile.sh
   tests/fuzz/fuzz_smoke.sh
-  packaging/systemd/walfs-prestart packaging/postgresql/move-pg_wal-to-walfs.sh
+  packaging/systemd/walfs-prestart packaging/systemd/walfs-metrics
+  packaging/postgresql/move-pg_wal-to-walfs.sh
 )
 for script in "${scripts[@]}"; do
   path=$WALFS_SOURCE_DIR/$script

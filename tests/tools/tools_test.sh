@@ -237,24 +237,37 @@ if command -v python3 >/dev/null && python3 - "$W/fake-mount" <<'PY'
 import os, sys
 path = sys.argv[1]
 os.mkdir(path)
-doc = ('{"mode":"pmem","region":"/dev/dax0.0","uptime_s":12.5,"ok":true,'
-       '"counters":{"writes":5,"write_bytes":40960,"fsyncs":0},'
-       '"statfs":{"total_blocks":100,"free_blocks":60},"lat":[1,2]}')
+doc = ('{"version":1,"pool":"/p/a.pool","mountpoint":"/m","mode":"pmem",'
+       '"region":"/dev/dax0.0","durability":"auto","block_size":4096,'
+       '"total_blocks":1000,"free_blocks":100,"writes":5,"write_bytes":40960,'
+       '"software_version":"9.9","uptime_seconds":7200,"persist_error":"",'
+       '"future_field":{"a":1},'
+       '"latency":{"write":{"count":3,"sum_ns":9000,"buckets":[0,0,3,0,0,0,0,0,0,0,0,'
+       '0,0,0,0,0,0,0,0,0,0,0]},"fsync":{"count":"x"}}}')
 os.setxattr(path, "user.walfs.status", doc.encode())
 PY
 then
   expect_rc 0 "$WALFSCTL" status "$W/fake-mount"
-  expect_out "mode: *pmem"
-  expect_out "write bytes: *40960"
+  expect_out "mode: *pmem (region /dev/dax0.0"
+  expect_out "space: *3.52 MiB used of 3.91 MiB (90.0%)"
+  expect_out "5 writes (40.00 KiB)"
+  expect_out "up 2h00m"
+  expect_out 'future_field: *{"a":1}'
+  expect_out "p99 latency: *write 4 us"
   expect_rc 0 "$WALFSCTL" status "$W/fake-mount" --json
   expect_out '"region":"/dev/dax0.0"'
   expect_rc 0 "$WALFSCTL" --prometheus status "$W/fake-mount"
-  expect_out '^walfs_info{mode="pmem",region="/dev/dax0.0"} 1$'
-  expect_out '^walfs_counters_writes 5$'
-  expect_out '^walfs_statfs_free_blocks 60$'
-  expect_out '^walfs_uptime_s 12.5$'
-  expect_out '^walfs_ok 1$'
-  expect_out '^walfs_lat_1 2$'
+  expect_out '^# TYPE walfs_writes_total counter$'
+  expect_out '^walfs_build_info{mountpoint="/m",pool="/p/a.pool",version="9.9",mode="pmem",region="/dev/dax0.0",durability="auto"} 1$'
+  expect_out '^walfs_writes_total{mountpoint="/m",pool="/p/a.pool"} 5$'
+  expect_out '^walfs_pool_free_bytes{mountpoint="/m",pool="/p/a.pool"} 409600$'
+  expect_out '^walfs_uptime_seconds{mountpoint="/m",pool="/p/a.pool"} 7200$'
+  expect_out '^walfs_request_duration_seconds_bucket{mountpoint="/m",pool="/p/a.pool",op="write",le="4e-06"} 3$'
+  expect_rc 0 "$WALFSCTL" status "$W/fake-mount" --latency
+  expect_out '^write  *3  *3.0 us  *4 us'
+  expect_out '^fsync  *(malformed)'
+  expect_rc 1 "$WALFSCTL" status "$W/fake-mount" --latency --json
+  expect_err "exclude each other"
 else
   log "no python3 (or no user xattrs here): status formatting not exercised"
 fi
@@ -281,9 +294,13 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   expect_rc 0 "$WALFSCTL" status "$M" --json
   expect_out '"version":1'
   expect_rc 0 "$WALFSCTL" status "$M" --prometheus
-  expect_out '^walfs_info{.*mode="'
-  expect_out '^walfs_writes [1-9]'
-  expect_out '^walfs_total_blocks [0-9]'
+  expect_out '^walfs_build_info{.*mode="'
+  expect_out "^walfs_writes_total{mountpoint=\"$M\",pool=\"$W/m.pool\"} [1-9]"
+  expect_out '^walfs_pool_size_bytes{.*} [1-9]'
+  expect_out '^walfs_request_duration_seconds_count{.*op="write"} [1-9]'
+  expect_rc 0 "$WALFSCTL" status "$M" --latency
+  expect_out '^write  *[1-9][0-9]* '
+  expect_out '^create  *[1-9][0-9]* '
   # The daemon holds the pool's lock: no fsck or mkfs under it, inspect warns.
   expect_rc 8 "$FSCK" "$W/m.pool"
   expect_err "in use"

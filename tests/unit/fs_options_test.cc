@@ -268,7 +268,7 @@ TEST(FsOptionsTest, SessionArgsAlwaysDefaultPermissions) {
   EXPECT_EQ(args[2], "fsname=/p,subtype=walfs,default_permissions");
 }
 
-TEST(FsStatusJsonTest, FlatDocument) {
+TEST(FsStatusJsonTest, DocumentFlatButForLatency) {
   DaemonStatus s;
   s.pool = "/p\"q";
   s.mountpoint = "/m";
@@ -291,7 +291,35 @@ TEST(FsStatusJsonTest, FlatDocument) {
   EXPECT_NE(json.find("\"writes\":7,"), std::string::npos);
   EXPECT_NE(json.find("\"fuse_fsync\":3,"), std::string::npos);
   EXPECT_NE(json.find("\"fuse_fsyncdir\":2,"), std::string::npos);
-  EXPECT_EQ(std::count(json.begin(), json.end(), '{'), 1);
+  EXPECT_NE(json.find("\"persist_error\":\"\","), std::string::npos);
+  EXPECT_NE(json.find("\"latency\":{}"), std::string::npos);
+  EXPECT_EQ(std::count(json.begin(), json.end(), '{'), 2);
+
+  core::LatencyHistogram h;
+  h.Record(500);        // bucket 0 (<= 1 us)
+  h.Record(3'000'000);  // 3 ms: (2048, 4096] us, bucket 12
+  s.latency.push_back({"write", h.snapshot()});
+  s.persist_error = "DATA_LOSS: msync: Input/output error";
+  json = StatusJson(s);
+  EXPECT_NE(json.find("\"persist_error\":\"DATA_LOSS: msync: Input/output error\""),
+            std::string::npos);
+  EXPECT_NE(json.find("\"latency\":{\"write\":{\"count\":2,\"sum_ns\":3000500,"
+                      "\"buckets\":[1,0,0,0,0,0,0,0,0,0,0,0,1,0,0,0,0,0,0,0,0,0]}}"),
+            std::string::npos)
+      << json;
+}
+
+TEST(FsErrorsTest, EnospcAndEioAreCounted) {
+  const ReplyErrorCounts before = GetReplyErrorCounts();
+  SetFreeSpaceDescriber([] { return std::string("0 B free of 16 MiB"); });
+  for (int i = 0; i < 5; ++i) StatusToErrno(core::PosixError("x", ENOSPC), "create", 1);
+  StatusToErrno(absl::DataLossError("bad crc"), "read", 7);
+  StatusToErrno(core::PosixError("x", EIO), "fsync", 7);
+  StatusToErrno(core::PosixError("x", ENOENT), "lookup", 1);
+  SetFreeSpaceDescriber(nullptr);
+  const ReplyErrorCounts after = GetReplyErrorCounts();
+  EXPECT_EQ(after.enospc - before.enospc, 5u);
+  EXPECT_EQ(after.eio - before.eio, 2u);
 }
 
 TEST(FsErrorsTest, StatusToErrno) {

@@ -6,8 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fuse_lowlevel.h>
@@ -26,6 +30,7 @@
 #include "fs/pool_lock.h"
 #include "fs/sd_notify.h"
 #include "fs/stale_mount.h"
+#include "fs/usage_watch.h"
 #include "fs/server.h"
 
 namespace walfs::fs {
@@ -59,6 +64,40 @@ class TerminationSignalsBlocked {
 
  private:
   sigset_t saved_;
+};
+
+// Runs server.usage_watch() every UsageWatch::kCheckSeconds until destroyed. Started with
+// the termination signals blocked, like every thread that is not libfuse's.
+class UsageWatchThread {
+ public:
+  UsageWatchThread(Server& server) {
+    TerminationSignalsBlocked blocked;
+    thread_ = std::thread([this, &server] {
+      std::unique_lock<std::mutex> l(mu_);
+      while (!stop_) {
+        l.unlock();
+        server.usage_watch().Check(server.dir().Statfs());
+        l.lock();
+        cv_.wait_for(l, std::chrono::seconds(UsageWatch::kCheckSeconds), [this] { return stop_; });
+      }
+    });
+  }
+  ~UsageWatchThread() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  UsageWatchThread(const UsageWatchThread&) = delete;
+  UsageWatchThread& operator=(const UsageWatchThread&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 std::string DurabilityText(const core::WalDirectory& dir, const Options& options,
@@ -290,7 +329,11 @@ int RunDaemon(const Options& options) {
     Log(LOG_WARNING, "%s", s.ToString().c_str());
   }
 
-  int loop = Serve(se.get(), options);
+  int loop;
+  {
+    UsageWatchThread usage_watch(server);
+    loop = Serve(se.get(), options);
+  }
 
   (void)SdNotify("STOPPING=1");
   fuse_session_unmount(se.get());

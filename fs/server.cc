@@ -56,6 +56,7 @@ std::string Server::StatusJson() const {
   }
   const ReplyErrorCounts errors = GetReplyErrorCounts();
   s.enospc_errors = errors.enospc;
+  s.usage_warning_level = static_cast<uint64_t>(usage_watch_.level());
   s.eio_errors = errors.eio;
   for (int i = 0; i < kOpClasses; ++i) {
     s.latency.push_back({OpClassName(static_cast<OpClass>(i)), latency_[i].snapshot()});

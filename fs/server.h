@@ -15,6 +15,7 @@
 #include "core/wal_directory.h"
 #include "fs/lease_reply.h"
 #include "fs/options.h"
+#include "fs/usage_watch.h"
 
 struct fuse_session;
 
@@ -83,6 +84,8 @@ class Server {
   std::atomic<uint64_t> fuse_flush{0};
   std::atomic<uint64_t> leases_refused{0};  // lease ioctls answered with an error
 
+  UsageWatch& usage_watch() { return usage_watch_; }
+
   // Service time of every request (callback entry to reply), by class.
   core::LatencyHistogram& latency(OpClass op) { return latency_[static_cast<int>(op)]; }
   const core::LatencyHistogram& latency(OpClass op) const {
@@ -96,6 +99,7 @@ class Server {
   fuse_session* session_ = nullptr;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::array<core::LatencyHistogram, kOpClasses> latency_;
+  UsageWatch usage_watch_;
 };
 
 // Records the service time of one request into its class's histogram when it goes out

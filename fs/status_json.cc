@@ -91,6 +91,7 @@ std::string StatusJson(const DaemonStatus& s) {
   j.Str("persist_error", s.persist_error);
   j.Num("enospc_errors", s.enospc_errors);
   j.Num("eio_errors", s.eio_errors);
+  j.Num("usage_warning_level", s.usage_warning_level);
   JsonObject latency;
   for (const auto& [name, h] : s.latency) {
     JsonObject op;

@@ -34,6 +34,8 @@
 //   "persist_error":  "" while healthy; else the latched persist failure (from then on
 //                     every request that promises durability is answered EIO)
 //   "enospc_errors", "eio_errors": requests answered ENOSPC / EIO since the start
+//   "usage_warning_level": 0, 80, 90 or 95: the highest usage mark crossed (and not
+//                     left by 5 points since), as logged (fs/usage_watch.h)
 //   "latency":        an object with one member per request class (fs/server.h OpClass:
 //                     write, read, fsync, create, rename, unlink, open, other), each
 //                     {"count": N, "sum_ns": N, "buckets": [22 counts]}: service time
@@ -76,6 +78,7 @@ struct DaemonStatus {
   std::string persist_error;
   uint64_t enospc_errors = 0;
   uint64_t eio_errors = 0;
+  uint64_t usage_warning_level = 0;
   std::vector<std::pair<std::string, core::LatencyHistogram::Snapshot>> latency;
 };
 

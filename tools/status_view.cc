@@ -127,6 +127,9 @@ std::string RenderPrometheus(const StatusDoc& doc) {
     e.Sample("walfs_pool_used_ratio", "gauge", "Used fraction of the pool's data area (0..1).",
              static_cast<double>(*total - *free) / static_cast<double>(*total));
   }
+  e.Sample("walfs_pool_usage_warning_level", "gauge",
+           "Highest usage mark crossed (0, 80, 90 or 95 percent), as the daemon logged it.",
+           D(Num(doc, "usage_warning_level")));
   e.Sample("walfs_pool_inodes", "gauge", "Inode slots in the pool.", D(Num(doc, "total_inodes")));
   e.Sample("walfs_pool_free_inodes", "gauge", "Free inode slots.", D(Num(doc, "free_inodes")));
   e.Sample("walfs_segment_size_bytes", "gauge", "Extent size given to WAL segments.",
@@ -244,7 +247,7 @@ const std::set<std::string, std::less<>>& ShownKeys() {
       "journal_replays", "orphans_reclaimed", "zeroed_blocks", "fuse_fsync", "fuse_fsyncdir",
       "fuse_flush", "leases_granted", "leases_released", "leases_active", "leases_refused",
       "software_version", "uptime_seconds", "persist_error", "enospc_errors", "eio_errors",
-      "latency"};
+      "usage_warning_level", "latency"};
   return kKeys;
 }
 
@@ -279,12 +282,17 @@ std::string RenderHuman(const StatusDoc& doc, const std::string& mountpoint) {
   const auto free = Num(doc, "free_blocks");
   if (block && total && free && *free <= *total && *total > 0) {
     const uint64_t size = *total * *block, avail = *free * *block;
+    const auto mark = Num(doc, "usage_warning_level");
     absl::StrAppend(&out,
-                    Line("space", absl::StrFormat("%s used of %s (%.1f%%), %s free",
+                    Line("space", absl::StrFormat("%s used of %s (%.1f%%), %s free%s",
                                                   HumanBytes(size - avail), HumanBytes(size),
                                                   100.0 * static_cast<double>(size - avail) /
                                                       static_cast<double>(size),
-                                                  HumanBytes(avail))));
+                                                  HumanBytes(avail),
+                                                  mark && *mark > 0
+                                                      ? absl::StrCat(", PAST THE ", *mark,
+                                                                     "% MARK")
+                                                      : "")));
   }
   const auto inodes = Num(doc, "total_inodes");
   const auto free_inodes = Num(doc, "free_inodes");

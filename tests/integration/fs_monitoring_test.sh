@@ -6,7 +6,7 @@
 #      every family, counters named *_total, cumulative histogram buckets whose +Inf
 #      bucket equals _count, and the mountpoint and pool labels on every series;
 #   3. a full pool: ENOSPC answers are counted, and logged once per interval with the
-#      free space, not once per request;
+#      free space, not once per request; the 95% usage mark is logged and shown;
 #   4. walfs-metrics (the packaged textfile writer) writes DIR/walfs-INSTANCE.prom and
 #      removes it once the mount is gone; its units pass systemd-analyze verify.
 source "$(dirname "$0")/lib/common.sh"
@@ -123,6 +123,14 @@ lines=$(grep -c 'no space left in the pool' "$WALFS_LOG" || true)
 grep -Eq 'no space left in the pool \([0-9.]+ MiB free of [0-9.]+ MiB\)' "$WALFS_LOG" ||
   { cat "$WALFS_LOG" >&2; fail "the ENOSPC message does not give the free space"; }
 log "ENOSPC: $enospc answers, $lines log line"
+# The usage watch (every 2 s) has logged the 95% mark, and status shows it.
+for ((i = 0; i < 50; i++)); do
+  grep -q 'the pool is [0-9]*% full .* past the 95% mark' "$WALFS_LOG" && break
+  sleep 0.1
+done
+grep -q 'the pool is [0-9]*% full .* past the 95% mark' "$WALFS_LOG" ||
+  { cat "$WALFS_LOG" >&2; fail "no warning for the 95% mark"; }
+"$WALFSCTL" status "$M" | grep -q 'PAST THE 95% MARK' || fail "status does not show the 95% mark"
 # (The files stay: freeing 60 MiB would make the unmount zero it first, slowly on a
 # loaded disk, and nothing below needs the space.)
 

@@ -13,11 +13,11 @@ require_fuse
 work=$(make_workdir)
 out=$work/out
 rc=0
-timeout --kill-after=20 170 "$WALFS_SOURCE_DIR/tools/bench/run.sh" --smoke \
+timeout --kill-after=20 300 "$WALFS_SOURCE_DIR/tools/bench/run.sh" --smoke \
   --build-dir "$WALFS_BUILD_DIR" --out "$out" >"$work/run.log" 2>&1 || rc=$?
 if [ "$rc" -ne 0 ]; then
   tail -40 "$work/run.log" >&2
-  fail "run.sh --smoke exited with $rc (124: took longer than 170 s)"
+  fail "run.sh --smoke exited with $rc (124: took longer than 300 s)"
 fi
 summary=$out/summary.tsv
 [ -s "$summary" ] || fail "no $summary"
@@ -55,6 +55,11 @@ expect_rows "walfs daemon memory" "RSS outside the pool mapping" \
 if [ -x "$WALFS_BUILD_DIR/tools/bench/walfs_core_bench" ]; then
   expect_rows "core data path" "Write8K" memory file-pmem file-msync
   expect_rows "core data path" "Write8KFsync" memory file-pmem file-msync
+fi
+if [ -x "$WALFS_BUILD_DIR/tools/bench/walfs_direct_bench" ]; then
+  for case in TmpfsWriteFdatasync DurableCopy DirectWriteFdatasync; do
+    expect_rows "direct-path floor" "$case" rewrite sequential
+  done
 fi
 
 # Ratios are computed against the baselines.

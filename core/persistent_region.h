@@ -111,6 +111,12 @@ struct PmemOpenOptions {
   uint64_t create_size = 0;
   // Map for reading only (fsck without --repair, inspect, export).
   bool read_only = false;
+  // Also refuse a pool its group or others may read. A pool writable by them is always
+  // refused (they could forge the metadata the reader trusts); one they can read gives
+  // away every WAL record, i.e. every committed row, so the daemon, which serves it for
+  // as long as it runs, refuses that too. The tools (fsck, inspect, export) do not:
+  // reading such a pool exposes nothing more, and export is for disaster recovery.
+  bool owner_only = false;
 };
 
 // Maps `path` with libpmem. Errors name the path and the failing step (missing file,

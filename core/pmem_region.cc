@@ -237,6 +237,12 @@ absl::StatusOr<std::unique_ptr<PersistentRegion>> OpenPmemRegion(
         absl::StrFormat("pool %s is writable by others (mode 0%o): chmod 600", path,
                         st.st_mode & 07777));
   }
+  if (options.owner_only && (st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("pool %s is readable by others (mode 0%o), and it holds every "
+                        "committed row: chmod 600",
+                        path, st.st_mode & 07777));
+  }
   uint64_t size = static_cast<uint64_t>(st.st_size);
   if (device) {
     absl::StatusOr<uint64_t> dax_size = DeviceDaxSize(path, st);

@@ -26,6 +26,7 @@
 #include "fs/daemonize.h"
 #include "fs/errors.h"
 #include "fs/logging.h"
+#include "fs/mount_point.h"
 #include "fs/operations.h"
 #include "fs/pool_lock.h"
 #include "fs/sd_notify.h"
@@ -210,7 +211,8 @@ int RunDaemon(const Options& options) {
   {
     TerminationSignalsBlocked blocked;
     absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
-        core::OpenPmemRegion(options.pool, {.read_only = options.read_only});
+        core::OpenPmemRegion(options.pool, {.read_only = options.read_only,
+                                            .owner_only = true});
     if (!region.ok()) {
       Log(LOG_ERR, "cannot map pool %s: %s", options.pool.c_str(),
           std::string(region.status().message()).c_str());
@@ -289,6 +291,14 @@ int RunDaemon(const Options& options) {
   } else if (*detached) {
     Log(LOG_NOTICE, "detached the dead mount of %s at %s left by a walfs that died",
         fsname.c_str(), options.mountpoint.c_str());
+  }
+  // Checked only now, after a dead mount of this pool is gone: until then the mount point
+  // cannot even be stat'ed (ENOTCONN).
+  if (absl::Status s = CheckMountPoint(options.mountpoint, options.nonempty); !s.ok()) {
+    Log(LOG_ERR, "%s", std::string(s.message()).c_str());
+    fuse_remove_signal_handlers(se.get());
+    (void)dir->Close();
+    return 1;
   }
   if (fuse_session_mount(se.get(), options.mountpoint.c_str()) != 0) {
     Log(LOG_ERR, "cannot mount %s at %s", options.pool.c_str(), options.mountpoint.c_str());

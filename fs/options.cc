@@ -112,6 +112,10 @@ absl::Status ApplyOption(const std::string& option, Options& options) {
     options.noexec = true;
     return no_value();
   }
+  if (key == "nonempty") {
+    options.nonempty = true;
+    return no_value();
+  }
   if (key == "debug") {
     options.debug = true;
     options.foreground = true;
@@ -303,6 +307,8 @@ std::string Usage(const std::string& program) {
       "  default_permissions always in force: the kernel checks mode bits\n"
       "  ro                  read-only mount\n"
       "  noexec              forbid executing files\n"
+      "  nonempty            mount over a directory that holds files (refused otherwise:\n"
+      "                      the mount would hide them)\n"
       "  threads=N           FUSE worker threads, 1..",
       kMaxThreads, " (default ", kDefaultThreads,
       ")\n"

@@ -15,6 +15,8 @@
 //                        and allow_other must never come without it)
 //   ro                   mount read-only; the pool is opened without recovery writes
 //   noexec               passed to the kernel
+//   nonempty             mount over a directory that holds files (refused otherwise,
+//                        fs/mount_point.h); libfuse 3 dropped the option, walfs keeps it
 //   threads=N            FUSE worker threads, 1..64 (default 4); -s is threads=1
 //   max_idle_threads=N   idle workers kept instead of exiting, 1..threads (default:
 //                        threads, i.e. none exit)
@@ -83,6 +85,7 @@ struct Options {
   bool default_permissions_given = false;  // only to say that it was forced
   bool read_only = false;
   bool noexec = false;
+  bool nonempty = false;  // mount over a directory that is not empty
   unsigned threads = kDefaultThreads;
   unsigned max_idle_threads = 0;  // 0: as many as threads
   bool clone_fd = true;

@@ -1,36 +1,48 @@
 #!/usr/bin/env bash
 # walfs quick start: from a fresh Debian 12 machine (as root, from the checkout) to a
-# running PostgreSQL 15 whose pg_wal lives on a walfs mount, in one command.
+# running PostgreSQL 15 cluster, made the Debian way, whose pg_wal lives on a walfs
+# mount, in one command.
 #
 #   tools/quickstart.sh              install what is missing, build, create a pool, mount it,
-#                                    create and start a cluster with its WAL on the mount,
-#                                    run a short pgbench, print where everything is
-#   tools/quickstart.sh --stop       stop that cluster and unmount (files are kept; running
-#                                    tools/quickstart.sh again resumes them)
-#   tools/quickstart.sh --purge      --stop, then delete the pool, the cluster and the dirs
+#                                    create the cluster 15/quickstart with pg_createcluster
+#                                    (listed by pg_lsclusters, run by pg_ctlcluster) with its
+#                                    WAL on the mount, start it, run a short pgbench, print
+#                                    where everything is
+#   tools/quickstart.sh --stop       stop that cluster (pg_ctlcluster) and unmount (files are
+#                                    kept; running tools/quickstart.sh again resumes them)
+#   tools/quickstart.sh --purge      --stop, then drop the cluster (pg_dropcluster) and
+#                                    delete the pool, the mount point and the daemon's files
 #
 # Options:
-#   --dir DIR        where everything goes (default /var/lib/walfs): DIR/quickstart.pool and
-#                    DIR/quickstart/{wal,data,run}
+#   --dir DIR        where the pool and the daemon's log go (default /var/lib/walfs):
+#                    DIR/15-CLUSTER.pool and DIR/quickstart/
+#   --cluster NAME   the cluster's name (default quickstart): data in
+#                    /var/lib/postgresql/15/NAME, settings in /etc/postgresql/15/NAME, the
+#                    mount at /var/lib/postgresql/15/NAME-wal
 #   --size SIZE      pool size for a new pool (default 1G; mkfs.walfs syntax)
 #   --seconds N      pgbench duration (default 10; 0 skips pgbench)
+#   --scale N        pgbench scale (default 10)
 #   --build-dir DIR  CMake build directory (default ./build)
+#   --no-build       use the programs already built in --build-dir
 #   --no-deps        do not install missing packages
 #   --force-pmem     run the daemon with PMEM_IS_PMEM_FORCE=1 (pmem mode on a pool that
 #                    is not PMEM: to try direct access; put the pool on tmpfs with --dir,
 #                    it is then durable only as long as the machine stays up)
-# In pmem mode PostgreSQL runs with libwalfs-direct.so preloaded (direct access: WAL
-# writes go straight into the pool, no FUSE round trip); in msync mode it runs without.
-# The server listens on a unix socket in DIR/quickstart/run only (no TCP), so it does not
-# collide with another PostgreSQL on the machine.
+# In pmem mode the cluster's environment file (/etc/postgresql/15/NAME/environment)
+# preloads libwalfs-direct.so (direct access: WAL writes go straight into the pool, no
+# FUSE round trip); in msync mode it does not.
 set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-PG_BIN=/usr/lib/postgresql/15/bin
+PG_VERSION=15
+PG_BIN=/usr/lib/postgresql/$PG_VERSION/bin
 DIR=/var/lib/walfs
+CLUSTER=quickstart
 SIZE=1G
 SECONDS_BENCH=10
+SCALE=10
 BUILD_DIR=$SRC/build
+BUILD=1
 DEPS=1
 FORCE_PMEM=0
 ACTION=start
@@ -47,9 +59,12 @@ while (($#)); do
     --stop) ACTION=stop ;;
     --purge) ACTION=purge ;;
     --dir) DIR=${2:?--dir needs a directory}; shift ;;
+    --cluster) CLUSTER=${2:?--cluster needs a name}; shift ;;
     --size) SIZE=${2:?--size needs a size}; shift ;;
     --seconds) SECONDS_BENCH=${2:?--seconds needs a number}; shift ;;
+    --scale) SCALE=${2:?--scale needs a number}; shift ;;
     --build-dir) BUILD_DIR=${2:?--build-dir needs a directory}; shift ;;
+    --no-build) BUILD=0 ;;
     --no-deps) DEPS=0 ;;
     --force-pmem) FORCE_PMEM=1 ;;
     -h | --help) usage; exit 0 ;;
@@ -58,36 +73,42 @@ while (($#)); do
   shift
 done
 [[ $SECONDS_BENCH =~ ^[0-9]+$ ]] || die "--seconds needs a whole number"
-[ "$(id -u)" -eq 0 ] || die "run as root (it installs packages, mounts, and runs PostgreSQL as postgres)"
-mkdir -p "$DIR"
-DIR=$(cd "$DIR" && pwd)
+[[ $SCALE =~ ^[1-9][0-9]*$ ]] || die "--scale needs a positive whole number"
+[[ $CLUSTER =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]*$ ]] || die "--cluster: '$CLUSTER' is not a cluster name pg_createcluster accepts"
+[ "$(id -u)" -eq 0 ] || die "run as root (it installs packages, mounts, and creates a PostgreSQL cluster)"
 [[ $BUILD_DIR = /* ]] || BUILD_DIR=$PWD/$BUILD_DIR
+[[ $DIR = /* ]] || DIR=$PWD/$DIR
 
-POOL=$DIR/quickstart.pool
+POOL=$DIR/$PG_VERSION-$CLUSTER.pool
 BASE=$DIR/quickstart
-MNT=$BASE/wal
-DATA=$BASE/data
-RUN=$BASE/run
-PGLOG=$RUN/postgresql.log
+RUN=$BASE/$CLUSTER
 WALFS_LOG=$RUN/walfs.log
 WALFS_PIDFILE=$RUN/walfs.pid
+CREATED_DIR=$RUN/created-dir  # names DIR when the quick start made it, for --purge
+MNT=/var/lib/postgresql/$PG_VERSION/$CLUSTER-wal
+DATA=/var/lib/postgresql/$PG_VERSION/$CLUSTER
+CONF=/etc/postgresql/$PG_VERSION/$CLUSTER
 WALFS=$BUILD_DIR/fs/walfs
 MKFS=$BUILD_DIR/tools/mkfs.walfs
 WALFSCTL=$BUILD_DIR/tools/walfsctl
 DIRECT_LIB=$BUILD_DIR/fs/direct/libwalfs-direct.so
+ENV_MARK="# walfs quick start: direct access"
 
 as_postgres() { runuser -u postgres -- "$@"; }
 
-server_running() {
-  [ -f "$DATA/postmaster.pid" ] && kill -0 "$(head -n 1 "$DATA/postmaster.pid")" 2>/dev/null
+# The cluster's line in pg_lsclusters (Ver Cluster Port Status Owner Data Log), if any.
+cluster_line() {
+  command -v pg_lsclusters >/dev/null || return 0
+  pg_lsclusters -h 2>/dev/null | awk -v v="$PG_VERSION" -v c="$CLUSTER" '$1 == v && $2 == c'
 }
+cluster_exists() { [ -n "$(cluster_line)" ]; }
+cluster_online() { [ "$(cluster_line | awk '{print $4}')" = online ]; }
 
 stop_all() {
   local i pid
-  if server_running; then
-    say "stopping PostgreSQL ($DATA)"
-    as_postgres "$PG_BIN/pg_ctl" -D "$DATA" -m fast -w -t 120 stop >/dev/null ||
-      die "pg_ctl stop failed; see $PGLOG"
+  if cluster_online; then
+    say "stopping the cluster $PG_VERSION/$CLUSTER"
+    pg_ctlcluster "$PG_VERSION" "$CLUSTER" stop || die "pg_ctlcluster $PG_VERSION $CLUSTER stop failed"
   fi
   if mountpoint -q "$MNT" 2>/dev/null; then
     say "unmounting $MNT"
@@ -104,37 +125,53 @@ stop_all() {
   fi
 }
 
+# A cluster of that name that is not the quick start's is never touched.
+if cluster_exists && [ "$(readlink "$DATA/pg_wal" 2>/dev/null)" != "$MNT/pg_wal" ]; then
+  die "a cluster $PG_VERSION/$CLUSTER exists whose pg_wal is not on $MNT: not the quick start's; choose another name with --cluster"
+fi
+
 case $ACTION in
   stop)
     stop_all
-    say "stopped. Files kept: $POOL, $BASE (run tools/quickstart.sh again to resume, --purge to delete)"
+    say "stopped. Kept: the cluster $PG_VERSION/$CLUSTER, $POOL, $MNT (run tools/quickstart.sh again to resume, --purge to delete)"
     exit 0
     ;;
   purge)
     stop_all
-    rm -rf "$BASE"
+    if cluster_exists; then
+      say "dropping the cluster $PG_VERSION/$CLUSTER"
+      pg_dropcluster "$PG_VERSION" "$CLUSTER" || die "pg_dropcluster $PG_VERSION $CLUSTER failed"
+    fi
+    made_dir=$(cat "$CREATED_DIR" 2>/dev/null || true)
     rm -f "$POOL"
-    rmdir "$DIR" 2>/dev/null || true
-    say "stopped and deleted $POOL and $BASE"
+    [ ! -d "$MNT" ] || rmdir "$MNT" || die "$MNT is not empty: left in place"
+    rm -rf "$RUN"
+    rmdir "$BASE" 2>/dev/null || true
+    if [ "$made_dir" = "$DIR" ]; then rmdir "$DIR" 2>/dev/null || true; fi
+    say "dropped $PG_VERSION/$CLUSTER and deleted $POOL, $MNT and $RUN"
     exit 0
     ;;
 esac
 
 # Refuse to start twice.
-if server_running || mountpoint -q "$MNT" 2>/dev/null; then
-  die "already running (mount $MNT, data $DATA). Stop it first: $SRC/tools/quickstart.sh --stop${DIR:+ --dir $DIR}"
+if cluster_online || mountpoint -q "$MNT" 2>/dev/null; then
+  die "already running (cluster $PG_VERSION/$CLUSTER, mount $MNT). Stop it first: $SRC/tools/quickstart.sh --stop --dir $DIR --cluster $CLUSTER"
 fi
-if [ -e "$DATA/PG_VERSION" ] && [ ! -e "$POOL" ]; then
-  die "$DATA holds a cluster but its pool $POOL is gone; remove it with $0 --purge --dir $DIR"
+if cluster_exists && [ ! -e "$POOL" ]; then
+  die "the cluster $PG_VERSION/$CLUSTER exists but its pool $POOL is gone; remove it with $0 --purge --dir $DIR --cluster $CLUSTER"
 fi
 
 # 1. Dependencies: only when something is missing.
 missing=()
-for f in /usr/bin/cmake /usr/bin/g++ /usr/bin/pkg-config /usr/include/libpmem.h \
-  /usr/include/fuse3/fuse_lowlevel.h /usr/include/absl/status/status.h /usr/bin/fusermount3 \
-  "$PG_BIN/initdb" "$PG_BIN/pgbench"; do
+for f in /usr/bin/fusermount3 "$PG_BIN/initdb" "$PG_BIN/pgbench" /usr/bin/pg_createcluster; do
   [ -e "$f" ] || missing+=("$f")
 done
+if ((BUILD)); then
+  for f in /usr/bin/cmake /usr/bin/g++ /usr/bin/pkg-config /usr/include/libpmem.h \
+    /usr/include/fuse3/fuse_lowlevel.h /usr/include/absl/status/status.h; do
+    [ -e "$f" ] || missing+=("$f")
+  done
+fi
 if ((${#missing[@]})); then
   ((DEPS)) || die "missing: ${missing[*]} (run tools/install-deps.sh, or drop --no-deps)"
   say "installing dependencies (missing: ${missing[*]})"
@@ -144,29 +181,37 @@ fi
 id postgres >/dev/null 2>&1 || die "no postgres user (is postgresql-15 installed?)"
 
 # 2. Build the daemon and the tools.
-say "building walfs in $BUILD_DIR"
-cmake -S "$SRC" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$BUILD_DIR.quickstart-cmake.log" 2>&1 ||
-  { tail -n 30 "$BUILD_DIR.quickstart-cmake.log" >&2; die "cmake configure failed"; }
-cmake --build "$BUILD_DIR" -j"${JOBS:-$(nproc)}" --target walfs mkfs_walfs fsck_walfs walfsctl \
-  walfs_direct \
-  >"$BUILD_DIR.quickstart-build.log" 2>&1 ||
-  { tail -n 30 "$BUILD_DIR.quickstart-build.log" >&2; die "build failed"; }
-rm -f "$BUILD_DIR.quickstart-cmake.log" "$BUILD_DIR.quickstart-build.log"
-[ -x "$WALFS" ] && [ -x "$MKFS" ] || die "build produced no $WALFS / $MKFS"
+if ((BUILD)); then
+  say "building walfs in $BUILD_DIR"
+  mkdir -p "$BUILD_DIR"
+  cmake -S "$SRC" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$BUILD_DIR.quickstart-cmake.log" 2>&1 ||
+    { tail -n 30 "$BUILD_DIR.quickstart-cmake.log" >&2; die "cmake configure failed"; }
+  cmake --build "$BUILD_DIR" -j"${JOBS:-$(nproc)}" --target walfs mkfs_walfs fsck_walfs walfsctl \
+    walfs_direct \
+    >"$BUILD_DIR.quickstart-build.log" 2>&1 ||
+    { tail -n 30 "$BUILD_DIR.quickstart-build.log" >&2; die "build failed"; }
+  rm -f "$BUILD_DIR.quickstart-cmake.log" "$BUILD_DIR.quickstart-build.log"
+fi
+[ -x "$WALFS" ] && [ -x "$MKFS" ] && [ -x "$WALFSCTL" ] || die "no $WALFS, $MKFS or $WALFSCTL (build them, or drop --no-build)"
 
-# 3. The pool (0600, root's) and the directories postgres needs.
-mkdir -p "$BASE" "$MNT" "$RUN"
-chmod 0755 "$DIR" "$BASE"
-chown postgres: "$RUN"
+# 3. The pool (0600, postgres's, so that a direct-access server can open it) and the
+# mount point (empty, postgres's).
+if [ ! -d "$DIR" ]; then
+  install -d -m 0755 "$DIR"
+  mkdir -p "$RUN"
+  echo "$DIR" >"$CREATED_DIR"
+fi
+mkdir -p "$RUN"
 if [ -e "$POOL" ]; then
   say "reusing pool $POOL"
 else
   say "creating a $SIZE pool at $POOL"
-  "$MKFS" --size "$SIZE" "$POOL" || die "mkfs.walfs failed"
+  "$MKFS" --size "$SIZE" --owner postgres:postgres "$POOL" || die "mkfs.walfs failed"
 fi
-chmod 0600 "$POOL"
+install -d -o postgres -g postgres -m 0700 "$MNT"
 
-# 4. Mount (the daemon stays in the foreground of its own session, logging to a file).
+# 4. Mount (the daemon, run by root, stays in the foreground of its own session, logging
+# to a file).
 say "mounting $POOL at $MNT"
 if ((FORCE_PMEM)); then
   PMEM_IS_PMEM_FORCE=1 setsid "$WALFS" "$POOL" "$MNT" -f -o allow_other,default_permissions \
@@ -181,45 +226,42 @@ for ((i = 0; i < 200; i++)); do
   sleep 0.05
 done
 mountpoint -q "$MNT" || { cat "$WALFS_LOG" >&2; die "walfs did not mount $MNT"; }
-chown postgres: "$MNT"
 MODE=$("$WALFSCTL" status "$MNT" --json | sed -n 's/.*"mode":"\([a-z]*\)".*/\1/p')
-# Direct access needs pmem mode: only there is a store the server persists itself durable.
-SERVER_ENV=()
+
+# 5. The cluster, made the Debian way, WAL on the mount.
+if cluster_exists; then
+  say "reusing the cluster $PG_VERSION/$CLUSTER"
+else
+  say "creating the cluster $PG_VERSION/$CLUSTER (pg_createcluster) with pg_wal on $MNT"
+  pg_createcluster "$PG_VERSION" "$CLUSTER" -- --waldir="$MNT/pg_wal" >"$RUN/pg_createcluster.log" 2>&1 ||
+    { cat "$RUN/pg_createcluster.log" >&2; die "pg_createcluster failed"; }
+fi
+# Direct access needs pmem mode: only there is a store the server persists itself
+# durable. The line goes into the cluster's environment file, which pg_ctlcluster and
+# postgresql@15-NAME.service read, and out again when the mode is not pmem.
+if [ -f "$CONF/environment" ]; then
+  sed -i "/^$ENV_MARK\$/,+1d" "$CONF/environment"
+fi
 if [ "$MODE" = pmem ] && [ -f "$DIRECT_LIB" ]; then
-  SERVER_ENV=(env LD_PRELOAD="$DIRECT_LIB")
-  DIRECT_NOTE="on: PostgreSQL preloads $DIRECT_LIB, WAL writes go straight into the pool"
+  printf '%s\n%s\n' "$ENV_MARK" "LD_PRELOAD = '$DIRECT_LIB'" >>"$CONF/environment"
+  DIRECT_NOTE="on: $CONF/environment preloads $DIRECT_LIB, WAL writes go straight into the pool"
 else
   DIRECT_NOTE="off: the pool runs in $MODE mode (direct access needs pmem mode: a pool on PMEM, or --force-pmem to try it)"
 fi
 say "direct access $DIRECT_NOTE"
-
-# 5. The cluster, WAL on the mount.
-if [ -e "$DATA/PG_VERSION" ]; then
-  say "reusing cluster $DATA"
-else
-  say "creating a PostgreSQL 15 cluster in $DATA with pg_wal on $MNT"
-  mkdir -p "$DATA"
-  chown postgres: "$DATA"
-  chmod 0700 "$DATA"
-  as_postgres "${SERVER_ENV[@]}" "$PG_BIN/initdb" -D "$DATA" -X "$MNT/pg_wal" -U postgres --auth=trust \
-    >"$RUN/initdb.log" 2>&1 || { cat "$RUN/initdb.log" >&2; die "initdb failed"; }
-  cat >>"$DATA/postgresql.conf" <<EOF
-# walfs quick start
-listen_addresses = ''
-unix_socket_directories = '$RUN'
-EOF
-fi
-as_postgres "${SERVER_ENV[@]}" "$PG_BIN/pg_ctl" -D "$DATA" -l "$PGLOG" -w -t 300 start >/dev/null ||
-  { tail -n 30 "$PGLOG" >&2; die "PostgreSQL did not start"; }
+pg_ctlcluster "$PG_VERSION" "$CLUSTER" start ||
+  { tail -n 30 "/var/log/postgresql/postgresql-$PG_VERSION-$CLUSTER.log" >&2; die "the cluster did not start"; }
+PORT=$(cluster_line | awk '{print $3}')
+LOG=$(cluster_line | awk '{print $7}')
 
 # 6. A short pgbench.
 tps=
 if ((SECONDS_BENCH > 0)); then
-  say "pgbench: initializing (scale 10), then ${SECONDS_BENCH}s with 4 clients"
-  as_postgres "$PG_BIN/pgbench" -h "$RUN" -i -s 10 -q postgres >"$RUN/pgbench-init.log" 2>&1 ||
-    { cat "$RUN/pgbench-init.log" >&2; die "pgbench -i failed"; }
-  as_postgres "$PG_BIN/pgbench" -h "$RUN" -c 4 -j 2 -T "$SECONDS_BENCH" postgres >"$RUN/pgbench.log" 2>&1 ||
-    { cat "$RUN/pgbench.log" >&2; die "pgbench failed"; }
+  say "pgbench: initializing (scale $SCALE), then ${SECONDS_BENCH}s with 4 clients"
+  as_postgres "$PG_BIN/pgbench" -h /var/run/postgresql -p "$PORT" -i -s "$SCALE" -q postgres \
+    >"$RUN/pgbench-init.log" 2>&1 || { cat "$RUN/pgbench-init.log" >&2; die "pgbench -i failed"; }
+  as_postgres "$PG_BIN/pgbench" -h /var/run/postgresql -p "$PORT" -c 4 -j 2 -T "$SECONDS_BENCH" postgres \
+    >"$RUN/pgbench.log" 2>&1 || { cat "$RUN/pgbench.log" >&2; die "pgbench failed"; }
   tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$RUN/pgbench.log")
 fi
 
@@ -229,18 +271,17 @@ walfs quick start is running.
   pool        $POOL
   mount       $MNT  (walfs, mode $MODE, daemon pid $(cat "$WALFS_PIDFILE"), log $WALFS_LOG)
   direct      $DIRECT_NOTE
+  cluster     $PG_VERSION/$CLUSTER (pg_lsclusters), port $PORT, settings in $CONF
   WAL         $MNT/pg_wal  (symlinked from $DATA/pg_wal)
-  data dir    $DATA
-  socket      $RUN/.s.PGSQL.5432  (no TCP)
-  server log  $PGLOG
+  server log  $LOG
 ${tps:+  pgbench     $tps tps (4 clients, ${SECONDS_BENCH}s; details in $RUN/pgbench.log)
 }
 Connect:
-  runuser -u postgres -- psql -h $RUN postgres
+  runuser -u postgres -- psql -p $PORT
 Status of the mount:
-  $BUILD_DIR/tools/walfsctl status $MNT
+  $WALFSCTL status $DATA/pg_wal
 Stop it:
-  runuser -u postgres -- $PG_BIN/pg_ctl -D $DATA stop
+  pg_ctlcluster $PG_VERSION $CLUSTER stop
   fusermount3 -u $MNT
-or simply: $SRC/tools/quickstart.sh --stop --dir $DIR   (--purge also deletes everything)
+or simply: $SRC/tools/quickstart.sh --stop --dir $DIR --cluster $CLUSTER   (--purge also deletes everything)
 EOF

@@ -1,7 +1,8 @@
 // walfsctl: looks at walfs pools and mounts.
 //   inspect  geometry, usage and every file of an unmounted pool (read-only)
 //   export   copies every file of an unmounted pool into a directory (read-only)
-//   status   the live status document of a mounted walfs (getxattr user.walfs.status)
+//   status   the live status document of a mounted walfs (getxattr user.walfs.status
+//            of the mount root that holds a given path)
 //
 // inspect and export read the pool with the checker's raw reader (core/fsck.h), not
 // with WalDirectory: they work on a pool that WalDirectory would refuse to open, which
@@ -18,6 +19,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -61,12 +63,13 @@ constexpr char kUsage[] =
     "      names are not overwritten), keeping the tree, symlinks, hard links, modes,\n"
     "      mtimes and, as root, owners. Read-only: for disaster recovery. --salvage also\n"
     "      copies files whose inode record is damaged, as best it can.\n"
-    "  walfsctl status MOUNTPOINT [--json | --prometheus | --latency]\n"
-    "      The running daemon's status read from the user.walfs.status attribute of\n"
-    "      MOUNTPOINT: health, space, traffic, direct access, errors and p99 latency\n"
-    "      for people; the raw JSON document; Prometheus text exposition (walfs_*\n"
-    "      series labelled with mountpoint and pool); or the latency table of every\n"
-    "      request class (count, mean, p50, p90, p99, p99.9, max).\n"
+    "  walfsctl status PATH [--json | --prometheus | --latency]\n"
+    "      The running daemon's status, read from the user.walfs.status attribute of\n"
+    "      the root of the walfs mount that holds PATH (the mount point or anything\n"
+    "      inside it, e.g. PGDATA/pg_wal): health, space, traffic, direct access,\n"
+    "      errors and p99 latency for people; the raw JSON document; Prometheus text\n"
+    "      exposition (walfs_* series labelled with mountpoint and pool); or the\n"
+    "      latency table of every request class (count, mean, p50, p90, p99, p99.9, max).\n"
     "\n"
     "  -h, --help      show this help and exit (also: walfsctl help)\n"
     "  -V, --version   show the version and exit\n"
@@ -533,12 +536,13 @@ int Export(const std::string& pool, std::string dir, bool salvage) {
 // The status document, members in the order the daemon wrote them.
 using Json = StatusDoc;
 
-absl::StatusOr<std::string> ReadStatusXattr(const std::string& mountpoint) {
+// The status attribute of `path` itself: NotFound when it has none.
+absl::StatusOr<std::string> ReadStatusXattr(const std::string& path) {
   for (int attempt = 0; attempt < 4; ++attempt) {
-    const ssize_t size = getxattr(mountpoint.c_str(), kStatusXattr, nullptr, 0);
+    const ssize_t size = getxattr(path.c_str(), kStatusXattr, nullptr, 0);
     if (size < 0) break;
     std::string buffer(static_cast<size_t>(size) + 1, '\0');
-    const ssize_t n = getxattr(mountpoint.c_str(), kStatusXattr, buffer.data(), buffer.size());
+    const ssize_t n = getxattr(path.c_str(), kStatusXattr, buffer.data(), buffer.size());
     if (n >= 0) {
       buffer.resize(static_cast<size_t>(n));
       return buffer;
@@ -547,23 +551,69 @@ absl::StatusOr<std::string> ReadStatusXattr(const std::string& mountpoint) {
   }
   const int e = errno;
   if (e == ENODATA || e == ENOTSUP) {
-    return absl::NotFoundError(absl::StrCat(mountpoint, " is not a walfs mount (no ",
-                                            kStatusXattr, " attribute)"));
+    return absl::NotFoundError(absl::StrCat(path, " has no ", kStatusXattr, " attribute"));
   }
-  return absl::InternalError(absl::StrCat("cannot read ", kStatusXattr, " of ", mountpoint, ": ",
+  return absl::InternalError(absl::StrCat("cannot read ", kStatusXattr, " of ", path, ": ",
                                           strerror(e)));
 }
 
-int Status(const std::string& mountpoint, const std::string& format) {
-  absl::StatusOr<std::string> doc = ReadStatusXattr(mountpoint);
-  if (!doc.ok()) return Fail(std::string(doc.status().message()));
+struct MountStatus {
+  std::string root;      // the directory that answered: the walfs mount's root
+  std::string document;  // the status document
+};
+
+// The status of the walfs mount holding `path`, which may be the mount point or any
+// path inside the mount (PGDATA/pg_wal, a symlink into it, a segment): the daemon
+// answers the attribute on its root only, so the search climbs from the resolved path
+// one directory at a time while the parent lies on the same file system (same st_dev;
+// every FUSE mount has a device of its own) and stops at the first that answers.
+absl::StatusOr<MountStatus> FindMountStatus(const std::string& path) {
+  char* resolved = realpath(path.c_str(), nullptr);
+  if (resolved == nullptr) {
+    const int e = errno;
+    return absl::NotFoundError(absl::StrCat("cannot resolve ", path, ": ", strerror(e)));
+  }
+  const std::string start(resolved);
+  free(resolved);
+  std::string current = start;
+  struct stat st;
+  if (stat(current.c_str(), &st) != 0) {
+    const int e = errno;
+    return absl::InternalError(absl::StrCat("cannot stat ", current, ": ", strerror(e)));
+  }
+  while (true) {
+    absl::StatusOr<std::string> doc = ReadStatusXattr(current);
+    if (doc.ok()) return MountStatus{.root = current, .document = *std::move(doc)};
+    if (!absl::IsNotFound(doc.status())) return doc.status();
+    if (current == "/") break;
+    const size_t slash = current.rfind('/');
+    const std::string parent = slash == 0 ? "/" : current.substr(0, slash);
+    struct stat parent_st;
+    if (stat(parent.c_str(), &parent_st) != 0 || parent_st.st_dev != st.st_dev) break;
+    current = parent;
+  }
+  if (current == start) {
+    return absl::NotFoundError(
+        absl::StrCat(path, " is not a walfs mount (no ", kStatusXattr, " attribute)"));
+  }
+  return absl::NotFoundError(absl::StrCat(
+      path, " is not a walfs mount nor inside one (no ", kStatusXattr,
+      " attribute on it or on a directory above it on the same file system, up to ", current,
+      ")"));
+}
+
+int Status(const std::string& path, const std::string& format) {
+  absl::StatusOr<MountStatus> found = FindMountStatus(path);
+  if (!found.ok()) return Fail(std::string(found.status().message()));
+  const std::string& mountpoint = found->root;
+  const std::string& doc = found->document;
   if (format == "json") {
-    std::printf("%s\n", doc->c_str());
+    std::printf("%s\n", doc.c_str());
     return 0;
   }
-  const Json root = Json::parse(*doc, nullptr, /*allow_exceptions=*/false);
+  const Json root = Json::parse(doc, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) {
-    return Fail(absl::StrCat("the status of ", mountpoint, " is not a JSON object: ", *doc));
+    return Fail(absl::StrCat("the status of ", mountpoint, " is not a JSON object: ", doc));
   }
   std::string out;
   if (format == "prometheus") {
@@ -642,7 +692,7 @@ int Run(int argc, char** argv) {
     if (json + prometheus + latency > 1) {
       return UsageError("--json, --prometheus and --latency exclude each other");
     }
-    if (args.size() != 1) return UsageError("status takes one MOUNTPOINT");
+    if (args.size() != 1) return UsageError("status takes one PATH (a walfs mount or a path in it)");
     return Status(args[0], json         ? "json"
                            : prometheus ? "prometheus"
                            : latency    ? "latency"

@@ -82,6 +82,16 @@ wal=$pgdata/pg_wal
 [ ! -L "$wal" ] || die "$wal is already a symlink (to $(readlink "$wal")): nothing to move"
 [ -d "$wal" ] || die "$wal is not a directory"
 [ ! -e "$wal.pre-walfs" ] || die "$wal.pre-walfs exists: a previous move was not finished"
+# The Debian cluster (postgresql-common) whose data directory this is, for the
+# instance names printed at the end (postgresql@VERSION-NAME, walfs@VERSION-NAME).
+cluster=
+if command -v pg_lsclusters >/dev/null; then
+  while read -r c_version c_name _ _ _ c_datadir _; do
+    if [ "$c_version" = "$version" ] && [ "$(realpath -m -- "$c_datadir")" = "$pgdata" ]; then
+      cluster=$c_name
+    fi
+  done < <(pg_lsclusters -h 2>/dev/null || true)
+fi
 owner=$(stat -c %U "$pgdata")
 group=$(stat -c %G "$pgdata")
 [ "$owner" != root ] || die "$pgdata belongs to root; a cluster belongs to its server's user"
@@ -168,21 +178,32 @@ sync -- "$pgdata"
 mounted=0
 trap - EXIT
 
-cat >&2 <<EOF
-$me: done. $wal -> $mnt/pg_wal; the old WAL is kept in $wal.pre-walfs.
-$me: $mnt is mounted now by a walfs run by hand. To mount it at every boot, either
-  - /etc/fstab (the daemon as root):
-      $pool $mnt fuse.walfs allow_other,default_permissions,nofail,x-systemd.before=postgresql@$version-NAME.service,x-systemd.required-by=postgresql@$version-NAME.service 0 0
+say "done. $wal -> $mnt/pg_wal; the old WAL is kept in $wal.pre-walfs."
+say "$mnt is mounted now by a walfs run by hand."
+if [ -n "$cluster" ]; then
+  instance=$version-$cluster
+  cat >&2 <<EOF
+$me: this is the Debian cluster $version/$cluster. To mount its WAL at every boot, either
+  - /etc/fstab (the daemon as root; the boot mounts it without waiting for it, and
+    postgresql@$instance.service starts only with it):
+      $pool $mnt fuse.walfs allow_other,default_permissions,nofail,x-systemd.requires-mounts-for=${pool%/*},x-systemd.before=postgresql@$instance.service,x-systemd.wanted-by=local-fs.target,x-systemd.required-by=postgresql@$instance.service 0 0
   - or walfs@.service (the daemon as $owner; /etc/fuse.conf needs user_allow_other):
-    write /etc/walfs/$version-NAME.conf with
-      POOL=$pool
-      MOUNTPOINT=$mnt
-    install /usr/share/walfs/postgresql/walfs.conf as
-    /etc/systemd/system/postgresql@$version-NAME.service.d/walfs.conf, then
-    umount $mnt && systemctl enable --now walfs@$version-NAME
-  (NAME is the cluster's name, e.g. main.)
+      printf 'POOL=$pool\\nMOUNTPOINT=$mnt\\n' >/etc/walfs/$instance.conf
+      mkdir -p /etc/systemd/system/postgresql@$instance.service.d
+      cp /usr/share/walfs/postgresql/walfs.conf /etc/systemd/system/postgresql@$instance.service.d/
+      systemctl daemon-reload
+      umount $mnt && systemctl enable --now walfs@$instance
+$me: then start the cluster (pg_ctlcluster $version $cluster start), check it, and remove $wal.pre-walfs.
+EOF
+else
+  cat >&2 <<EOF
+$me: $pgdata is not a Debian cluster (pg_lsclusters does not list it), so no
+  postgresql@ unit starts it. To mount its WAL at every boot, an /etc/fstab line (the
+  daemon as root), and order whatever starts this server after the mount unit:
+      $pool $mnt fuse.walfs allow_other,default_permissions,nofail,x-systemd.requires-mounts-for=${pool%/*} 0 0
 $me: then start the cluster, check it, and remove $wal.pre-walfs.
 EOF
+fi
 
 # Direct access: only in pmem mode, and only when the library is installed.
 mode=

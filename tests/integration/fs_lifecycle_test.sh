@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The walfs daemon's life: refusals before mounting (bad options, missing, damaged or
-# busy pool), foreground and detached runs, mount(8) through mount.fuse3, sd_notify
+# busy pool, a mount point that is a regular file or a non-empty directory, and
+# -o nonempty), foreground and detached runs, mount(8) through mount.fuse3, sd_notify
 # READY=1 (path and abstract sockets), SIGTERM and fusermount3 -u, read-only mounts,
 # and recovery after kill -9 with fsynced data intact (forced-PMEM and msync pools),
 # including a remount over the dead mount the killed daemon left.
@@ -87,12 +88,64 @@ refused "bad threads value" "threads=N" "$MNT" "$POOL" "$MNT" -f -o threads=0
 refused "missing pool" "No such file" "$MNT" "$WORK/no-such-pool" "$MNT" -f
 refused "missing pool, detached" "No such file" "$MNT" "$WORK/no-such-pool" "$MNT"
 head -c 8M /dev/urandom >"$WORK/garbage"
+chmod 0600 "$WORK/garbage" # a pool others may read is refused before it is read
 refused "not a pool" "superblock" "$MNT" "$WORK/garbage" "$MNT" -f
 cp "$POOL" "$WORK/damaged"
 dd if=/dev/urandom of="$WORK/damaged" bs=4096 count=2 conv=notrunc status=none
 refused "both superblocks damaged" "superblock" "$MNT" "$WORK/damaged" "$MNT" -f
-refused "missing mount point" "cannot mount" "$WORK/no-such-dir/x" \
-  "$POOL" "$WORK/no-such-dir/x" -f
+refused "missing mount point" "mount point $WORK/no-such-dir/x does not exist (create it: mkdir" \
+  "$WORK/no-such-dir/x" "$POOL" "$WORK/no-such-dir/x" -f
+
+# --- mount points that are mistakes: a regular file (the kernel would mount there, and
+# every access would fail with EIO), a directory that holds files (the mount would hide
+# them: for a pg_wal, WAL written while the mount was missing). Refused with mount(8)'s
+# status for a failed mount (32), in the foreground and detached, with nothing mounted.
+mount_refused() {
+  local what=$1 want=$2 target=$3 out rc
+  shift 3
+  for fg in -f ""; do
+    rc=0
+    out=$(timeout 20 "$WALFS" "$POOL" "$target" $fg "$@" 2>&1) || rc=$?
+    [ "$rc" = 32 ] || { umount -l "$target" 2>/dev/null; fail "$what ${fg:-detached}: exit status $rc, not 32: $out"; }
+    [[ "$out" == *"$want"* ]] || fail "$what ${fg:-detached}: message lacks '$want': $out"
+    [ -z "$(findmnt -n --mountpoint "$target")" ] || fail "$what: $target was mounted anyway"
+  done
+  log "refused as expected ($what): $out"
+}
+echo "a file" >"$WORK/file-mnt"
+mount_refused "a regular file as mount point" \
+  "mount point $WORK/file-mnt is a regular file, not a directory: walfs mounts a directory" \
+  "$WORK/file-mnt"
+mount_refused "a regular file, even with nonempty" "is a regular file" "$WORK/file-mnt" -o nonempty
+[ "$(cat "$WORK/file-mnt")" = "a file" ] || fail "the refused file mount point changed"
+mkdir -m 0700 "$WORK/full"
+echo "written while unmounted" >"$WORK/full/000000010000000000000007"
+mount_refused "a non-empty mount point" \
+  "mount point $WORK/full is not empty (it holds '000000010000000000000007'): the mount would hide those files. Move them away, or mount over them anyway with -o nonempty" \
+  "$WORK/full" -o allow_other
+# -o nonempty: mounted over the file, which is hidden while the mount lasts and there
+# again afterwards. Also through mount(8), which hands the option to walfs.
+mount_walfs "$POOL" "$WORK/full" -o nonempty
+[ ! -e "$WORK/full/000000010000000000000007" ] || fail "-o nonempty: the file shows through the mount"
+[ "$(findmnt -n -o FSTYPE --mountpoint "$WORK/full")" = fuse.walfs ] || fail "-o nonempty did not mount walfs"
+umount_walfs "$WORK/full"
+[ "$(cat "$WORK/full/000000010000000000000007")" = "written while unmounted" ] ||
+  fail "the file under the nonempty mount is gone"
+if [ -x /sbin/mount.fuse3 ] || [ -x /usr/sbin/mount.fuse3 ]; then
+  if mount -t fuse "$WALFS#$POOL" "$WORK/full" -o allow_other,default_permissions 2>"$WORK/mount.err"; then
+    umount -l "$WORK/full"
+    fail "mount(8) mounted over a non-empty directory"
+  fi
+  grep -q "is not empty" "$WORK/mount.err" || fail "mount(8) over a non-empty directory: $(cat "$WORK/mount.err")"
+  mount -t fuse "$WALFS#$POOL" "$WORK/full" -o allow_other,default_permissions,nonempty ||
+    fail "mount(8) -o nonempty failed"
+  on_exit "umount -l '$WORK/full'"
+  [ "$(findmnt -n -o FSTYPE --mountpoint "$WORK/full")" = fuse.walfs ] || fail "mount(8) -o nonempty mounted no walfs"
+  mpid=$(status_field "$WORK/full" pid)
+  umount "$WORK/full" || fail "umount of the nonempty mount"
+  for ((i = 0; i < 100; i++)); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.05; done
+  ! kill -0 "$mpid" 2>/dev/null || fail "daemon still running after umount"
+fi
 "$WALFS" --help | grep -q "durability=strict" || fail "--help does not document durability"
 
 # --- one daemon per pool

@@ -7,7 +7,8 @@
 #     set-group-ID directory hands its group on. (fs_basic_test.sh covers root-owned
 #     files, the sticky root and umask.)
 #  2. Pools: mkfs.walfs makes them 0600 (owned by --owner); the daemon refuses a pool
-#     writable by group or others, naming the mode, and one it cannot open.
+#     writable or readable by group or others, naming the mode and the fix, and one it
+#     cannot open; fsck.walfs still reads a readable one.
 #  3. The daemon as postgres without root (README "Running without root"): pool owned by
 #     postgres 0600, `walfs POOL MNT` run by postgres (no allow_other, so no
 #     user_allow_other needed), mounted through the setuid fusermount3, no capabilities;
@@ -225,7 +226,21 @@ for mode in 0666 0620 0602; do
     fail "refusal of a $mode pool does not name the mode: $(cat "$WORK/refuse.out")"
   ! mountpoint -q "$WORK/refuse" || fail "mounted after refusing a $mode pool"
 done
+# Readable by its group or others: every committed row is in the WAL. Refused with the
+# fix named, as a mount failure (32); the tools still read it (fsck, for the record).
+for mode in 0644 0640 0604; do
+  chmod "$mode" "$WORK/umask.pool"
+  rc=0
+  timeout 20 "$WALFS" "$WORK/umask.pool" "$WORK/refuse" -f >"$WORK/refuse.out" 2>&1 || rc=$?
+  [ "$rc" = 32 ] || fail "walfs on a pool of mode $mode: exit status $rc, not 32: $(cat "$WORK/refuse.out")"
+  grep -q "pool $WORK/umask.pool is readable by others (mode $mode), and it holds every committed row: chmod 600" \
+    "$WORK/refuse.out" || fail "refusal of a $mode pool: $(cat "$WORK/refuse.out")"
+  ! mountpoint -q "$WORK/refuse" || fail "mounted after refusing a $mode pool"
+  "$FSCK" "$WORK/umask.pool" >/dev/null || fail "fsck.walfs refused to read a $mode pool"
+done
 chmod 0600 "$WORK/umask.pool"
+mount_walfs "$WORK/umask.pool" "$WORK/refuse"
+umount_walfs "$WORK/refuse"
 chown root:root "$WORK/umask.pool"
 install -d -o nobody -m 0755 "$WORK/refuse-nobody"
 if runuser -u nobody -- timeout 20 "$WALFS" "$WORK/umask.pool" "$WORK/refuse-nobody" -f \

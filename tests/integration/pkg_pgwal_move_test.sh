@@ -91,6 +91,11 @@ grep -q "msync mode (not on PMEM): direct access (libwalfs-direct.so) does not a
   fail "segment count differs after the move"
 [ -d "$MNT/pg_wal/archive_status" ] || fail "archive_status not copied"
 grep -q "fstab" "$WORK/mover.log" || fail "the mover did not print how to make the mount permanent"
+# An initdb cluster is no Debian cluster: no postgresql@ unit is named (pkg_docs_test.sh
+# moves a pg_createcluster cluster and checks the lines printed for it).
+grep -q "$PGDATA is not a Debian cluster (pg_lsclusters does not list it)" "$WORK/mover.log" ||
+  { cat "$WORK/mover.log" >&2; fail "the mover took an initdb cluster for a Debian one"; }
+! grep -q "postgresql@[0-9]" "$WORK/mover.log" || { cat "$WORK/mover.log" >&2; fail "the mover named a postgresql@ unit for an initdb cluster"; }
 
 log "starting the cluster on walfs"
 touch "$WORK/moved"

@@ -14,7 +14,8 @@
 #      exit 0;
 #   3. walfs-prestart refuses each misconfiguration with a sentence (missing pool, pool
 #      not readable by the user, mount point not writable, allow_other without
-#      user_allow_other, a live mount) and releases the dead mount of a daemon killed
+#      user_allow_other, a live mount, a /dev/fuse the user cannot open (with which
+#      the daemon itself fails), no /dev/fuse) and releases the dead mount of a daemon killed
 #      with SIGKILL, after which the unit starts again (and, as root for a unit
 #      overridden to User=root, with umount);
 #   4. an fstab line for fuse.walfs goes through the real systemd-fstab-generator: the
@@ -25,6 +26,7 @@
 # Parts 2-4 run in a private mount namespace over a bind-mounted /etc/fuse.conf
 # (and a 0666 /dev/fuse node where the machine's is 0600, as Debian's udev makes it).
 source "$(dirname "$0")/lib/common.sh"
+source "$(dirname "$0")/lib/docs.sh"
 
 require_fuse
 [ -x "$MKFS" ] || fail "mkfs.walfs not built: $MKFS"
@@ -89,8 +91,7 @@ on_exit "umount -l /etc/fuse.conf"
 
 POOL=$WORK/15-main.pool
 MNT=$WORK/wal
-make_pool "$POOL" 64M
-chown postgres:postgres "$POOL"
+make_pool "$POOL" 64M --owner postgres:postgres
 install -d -o postgres -g postgres -m 0700 "$MNT"
 on_exit "umount -l '$MNT'"
 CONF=$WORK/15-main.conf
@@ -202,8 +203,8 @@ daemon_user=$(stat -c %U "/proc/$SERVICE_PID")
 opts=$(findmnt -n -o OPTIONS --mountpoint "$MNT")
 [[ ,$opts, == *,allow_other,* && ,$opts, == *,user_id=$(id -u postgres),* ]] ||
   fail "mount options: $opts"
-# The pool's root belongs to root until handed over (see 15-main.conf.example).
-chown postgres:postgres "$MNT"
+# mkfs.walfs --owner gave the pool's root to postgres (see 15-main.conf.example).
+[ "$(stat -c %U "$MNT")" = postgres ] || fail "the root of a pool made with --owner postgres belongs to $(stat -c %U "$MNT")"
 as_postgres bash -c "mkdir -m 0700 '$MNT/pg_wal' && head -c 8192 /dev/zero > '$MNT/pg_wal/f' && sync -- '$MNT/pg_wal/f'" ||
   fail "postgres cannot write its mount"
 [ "$(stat -c %s "$MNT/pg_wal/f")" = 8192 ] || fail "root cannot see postgres's file"
@@ -234,6 +235,30 @@ prestart_refuses "allow_other without user_allow_other" "user_allow_other" "$POO
 as_unit_user "$PRESTART" "$POOL" "$MNT" default_permissions ||
   fail "walfs-prestart refused a mount without allow_other"
 umount /etc/fuse.conf
+
+# /dev/fuse the unit's user cannot open (root's 0600 node, bound over the one in use in
+# this namespace): the daemon itself would fail, and walfs-prestart says why and how to
+# fix it. Then no device at all (a regular file bound over it).
+FUSE_MAJOR=$((16#$(stat -c %t /dev/fuse)))
+FUSE_MINOR=$((16#$(stat -c %T /dev/fuse)))
+mknod -m 0600 "$WORK/fuse-0600" c "$FUSE_MAJOR" "$FUSE_MINOR" || fail "cannot make a 0600 /dev/fuse node"
+mount --bind "$WORK/fuse-0600" /dev/fuse
+rc=0
+as_unit_user timeout 20 "$WALFS" "$POOL" "$MNT" -f -o default_permissions >"$WORK/nofuse.log" 2>&1 || rc=$?
+[ "$rc" = 32 ] || fail "the daemon as $user with a 0600 /dev/fuse exited $rc: $(cat "$WORK/nofuse.log")"
+grep -q "/dev/fuse" "$WORK/nofuse.log" || fail "the daemon's failure does not name /dev/fuse: $(cat "$WORK/nofuse.log")"
+! mountpoint -q "$MNT" || fail "mounted without access to /dev/fuse"
+prestart_refuses "a /dev/fuse only root may open" \
+  "/dev/fuse (mode 0600, owner root:root) cannot be opened by postgres: Permission denied. Fix: chmod 0666 /dev/fuse" \
+  "$POOL" "$MNT" "${ENV[OPTIONS]}"
+umount /dev/fuse
+touch "$WORK/fuse-file"
+mount --bind "$WORK/fuse-file" /dev/fuse
+prestart_refuses "a missing /dev/fuse" "/dev/fuse is missing (or not a character device): load the module (modprobe fuse)" \
+  "$POOL" "$MNT" "${ENV[OPTIONS]}"
+umount /dev/fuse
+as_unit_user "$PRESTART" "$POOL" "$MNT" "${ENV[OPTIONS]}" ||
+  fail "walfs-prestart refused the usable /dev/fuse again"
 
 # A daemon killed outright leaves a dead mount; the next start releases it.
 log "kill -9 the daemon, start again"
@@ -275,7 +300,7 @@ if [ -x "$GEN" ] && command -v systemd-analyze >/dev/null && command -v systemd-
   mkdir -p "$FMNT"
   on_exit "umount -l '$FMNT'"
   printf '%s %s fuse.walfs %s 0 0\n' "$WORK/fstab.pool" "$FMNT" \
-    "allow_other,default_permissions,nofail,x-systemd.requires-mounts-for=$WORK,x-systemd.before=postgresql@15-main.service,x-systemd.required-by=postgresql@15-main.service" \
+    "allow_other,default_permissions,nofail,x-systemd.requires-mounts-for=$WORK,x-systemd.before=postgresql@15-main.service,x-systemd.wanted-by=local-fs.target,x-systemd.required-by=postgresql@15-main.service" \
     >"$G/fstab"
   SYSTEMD_FSTAB=$G/fstab SYSTEMD_PROC_CMDLINE="" "$GEN" "$G/normal" "$G/early" "$G/late" ||
     fail "systemd-fstab-generator failed"
@@ -290,6 +315,23 @@ if [ -x "$GEN" ] && command -v systemd-analyze >/dev/null && command -v systemd-
   [[ $(mvalue RequiresMountsFor) == *"$WORK"* ]] || fail "RequiresMountsFor=$(mvalue RequiresMountsFor)"
   [ -L "$G/normal/postgresql@15-main.service.requires/$name" ] ||
     fail "postgresql@15-main.service does not require $name"
+  [ -L "$G/normal/local-fs.target.wants/$name" ] || fail "local-fs.target does not want $name"
+  # Every fstab line the docs and the package give: mounted at boot without waiting
+  # (nofail: wanted, not required, by local-fs.target), required by the cluster. The
+  # line this check replaced (x-systemd.required-by= without wanted-by=) fails it.
+  check_fstab_line "$(doc_block_readme "$WALFS_SOURCE_DIR/README.md" fstab)" \
+    postgresql@15-pmem.service "$WORK" >/dev/null
+  check_fstab_line "$(doc_block_man "$PKG/man/walfs.8" fstab | tr '\n' ' ' | sed 's/, */,/g; s/  */ /g; s/ $//')" \
+    postgresql@15-pmem.service "$WORK" >/dev/null
+  while IFS= read -r line; do
+    check_fstab_line "${line#\#}" postgresql@15-pmem.service "$WORK" >/dev/null
+  done < <(grep -E '^#?/' "$PKG/systemd/fstab.example")
+  [ "$(grep -cE '^#?/' "$PKG/systemd/fstab.example")" = 2 ] || fail "fstab.example: expected 2 lines"
+  if (check_fstab_line "/var/lib/walfs/15-pmem.pool /var/lib/postgresql/15/pmem-wal fuse.walfs allow_other,nofail,x-systemd.required-by=postgresql@15-pmem.service 0 0" \
+    postgresql@15-pmem.service "$WORK") >/dev/null 2>&1; then
+    fail "check_fstab_line accepted a line that local-fs.target does not want"
+  fi
+  log "fstab lines of README.md, walfs(8) and fstab.example: wanted by local-fs.target, required by the cluster"
   cp "$munit" "$V/$name"
   out=$(cd "$V" && systemd-analyze verify --man=no "./$name" 2>&1) || fail "verify $name: $out"
   [ -z "$out" ] || fail "systemd-analyze verify warns about $name: $out"

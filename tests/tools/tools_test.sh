@@ -229,7 +229,7 @@ expect_err "export takes POOL and DIR"
 
 log "walfsctl status"
 expect_rc 1 "$WALFSCTL" status "$W"
-expect_err "not a walfs mount"
+expect_err "$W is not a walfs mount nor inside one (no user.walfs.status attribute on it or on a directory above it on the same file system, up to "
 expect_rc 1 "$WALFSCTL" status "$W" --json --prometheus
 expect_err "exclude each other"
 # The status document is an xattr: any file carrying one stands in for a mount.
@@ -301,6 +301,17 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   expect_rc 0 "$WALFSCTL" status "$M" --latency
   expect_out '^write  *[1-9][0-9]* '
   expect_out '^create  *[1-9][0-9]* '
+  # Any path inside the mount names it: a subdirectory, a file, a symlink from outside
+  # (PGDATA/pg_wal -> MOUNT/pg_wal, as walfsctl(8) shows).
+  ln -s "$M/archive" "$W/pg_wal-link"
+  for p in "$M/archive" "$M/archive/empty" "$M/00000002.history" "$W/pg_wal-link"; do
+    expect_rc 0 "$WALFSCTL" status "$p"
+    expect_out "^walfs .* at $M\$"
+    expect_rc 0 "$WALFSCTL" status --json "$p"
+    expect_out '"version":1'
+  done
+  expect_rc 1 "$WALFSCTL" status "$W/exported-none"
+  expect_err "cannot resolve $W/exported-none"
   # The daemon holds the pool's lock: no fsck or mkfs under it, inspect warns.
   expect_rc 8 "$FSCK" "$W/m.pool"
   expect_err "in use"

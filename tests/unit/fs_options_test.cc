@@ -3,6 +3,7 @@
 // sd_notify and the pool lock.
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -11,11 +12,13 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "fs/errors.h"
+#include "fs/mount_point.h"
 #include "fs/options.h"
 #include "fs/pool_lock.h"
 #include "fs/sd_notify.h"
@@ -266,6 +269,92 @@ TEST(FsOptionsTest, SessionArgsAlwaysDefaultPermissions) {
   args = FuseSessionArgs(*o);
   ASSERT_EQ(args.size(), 3u);
   EXPECT_EQ(args[2], "fsname=/p,subtype=walfs,default_permissions");
+}
+
+TEST(FsOptionsTest, NonemptyIsOursNotLibfuses) {
+  absl::StatusOr<Options> o = Parse({"/p", "/m"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_FALSE(o->nonempty);
+  o = Parse({"/p", "/m", "-o", "allow_other,nonempty"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->nonempty);
+  EXPECT_TRUE(o->ignored.empty());
+  // libfuse 3 refuses "nonempty" as an unknown option: it must not reach the session.
+  for (const std::string& a : FuseSessionArgs(*o)) {
+    EXPECT_EQ(a.find("nonempty"), std::string::npos) << a;
+  }
+  EXPECT_FALSE(Parse({"/p", "/m", "-o", "nonempty=1"}).ok());
+}
+
+// A private scratch directory, removed with its contents.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string base = ::testing::TempDir();
+    if (!base.empty() && base.back() == '/') base.pop_back();
+    std::string pattern = base + "/walfs-mountpoint-test.XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) std::abort();
+    path_ = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(FsMountPointTest, EmptyDirectoryAccepted) {
+  ScratchDir d;
+  EXPECT_TRUE(CheckMountPoint(d.path(), false).ok());
+  // A symlink to an empty directory is followed, as the mount follows it.
+  ASSERT_EQ(mkdir((d.path() + "/sub").c_str(), 0700), 0);
+  ASSERT_EQ(symlink((d.path() + "/sub").c_str(), (d.path() + "/link").c_str()), 0);
+  EXPECT_TRUE(CheckMountPoint(d.path() + "/link", false).ok());
+}
+
+TEST(FsMountPointTest, RegularFileRefused) {
+  ScratchDir d;
+  const std::string f = d.path() + "/file";
+  int fd = open(f.c_str(), O_CREAT | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  for (bool nonempty : {false, true}) {
+    absl::Status s = CheckMountPoint(f, nonempty);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_EQ(s.message(), "mount point " + f +
+                               " is a regular file, not a directory: walfs mounts a "
+                               "directory (an empty one, made with mkdir)");
+  }
+}
+
+TEST(FsMountPointTest, MissingRefused) {
+  ScratchDir d;
+  absl::Status s = CheckMountPoint(d.path() + "/none", false);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_NE(s.message().find("does not exist (create it: mkdir "), std::string::npos) << s;
+}
+
+TEST(FsMountPointTest, NonEmptyRefusedUnlessAsked) {
+  ScratchDir d;
+  ASSERT_EQ(mkdir((d.path() + "/pg_wal").c_str(), 0700), 0);
+  absl::Status s = CheckMountPoint(d.path(), false);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(s.message(), "mount point " + d.path() +
+                             " is not empty (it holds 'pg_wal'): the mount would hide those "
+                             "files. Move them away, or mount over them anyway with -o "
+                             "nonempty");
+  EXPECT_TRUE(CheckMountPoint(d.path(), true).ok());
+  // Hidden files count; at most three names are quoted.
+  for (const char* n : {".hidden", "b", "c", "d"}) {
+    ASSERT_EQ(mkdir((d.path() + "/" + n).c_str(), 0700), 0);
+  }
+  s = CheckMountPoint(d.path(), false);
+  EXPECT_NE(s.message().find(" and more): "), std::string::npos) << s;
 }
 
 TEST(FsStatusJsonTest, DocumentFlatButForLatency) {

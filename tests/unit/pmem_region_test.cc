@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <ios>
 #include <memory>
 #include <optional>
 #include <string>
@@ -173,6 +174,35 @@ TEST(PmemRegionTest, RefusesPoolWritableByOthers) {
   EXPECT_NE(r.status().message().find("(mode 0620)"), std::string::npos) << r.status();
   ASSERT_EQ(::chmod(path.c_str(), 0640), 0);  // group-readable is fine
   EXPECT_TRUE(OpenPmemRegion(path).ok());
+}
+
+TEST(PmemRegionTest, OwnerOnlyRefusesPoolReadableByOthers) {
+  TempDir dir;
+  const std::string path = dir.File("pool");
+  MakeFile(path, 8192, 0644);
+  for (bool read_only : {false, true}) {
+    absl::StatusOr<std::unique_ptr<PersistentRegion>> r =
+        OpenPmemRegion(path, PmemOpenOptions{.read_only = read_only, .owner_only = true});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(r.status().message(),
+              absl::StrCat("pool ", path, " is readable by others (mode 0644), and it holds "
+                           "every committed row: chmod 600"));
+    // Without owner_only (the tools) the same pool opens.
+    EXPECT_TRUE(OpenPmemRegion(path, PmemOpenOptions{.read_only = read_only}).ok());
+  }
+  for (mode_t mode : {0640, 0604, 0700}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    absl::StatusOr<std::unique_ptr<PersistentRegion>> r =
+        OpenPmemRegion(path, PmemOpenOptions{.owner_only = true});
+    EXPECT_EQ(r.ok(), mode == 0700) << std::oct << mode << " " << r.status();
+  }
+  // Writable by others is reported as such, whatever else.
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+  absl::StatusOr<std::unique_ptr<PersistentRegion>> r =
+      OpenPmemRegion(path, PmemOpenOptions{.owner_only = true});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("writable by others (mode 0666)"), std::string::npos);
 }
 
 TEST(PmemRegionTest, MissingFile) {

@@ -187,8 +187,13 @@ void RecordingRegion::CheckRange(const char* op, uint64_t off, size_t len) const
   }
 }
 
-void RecordingRegion::CheckNotInHook(const char* op) const {
-  if (in_hook_) Die(absl::StrCat(op, " called from the durability hook"));
+void RecordingRegion::WaitNotInHook(const char* op) {
+  if (!in_hook_) return;
+  if (hook_thread_ == std::this_thread::get_id()) {
+    Die(absl::StrCat(op, " called from the durability hook"));
+  }
+  mu_.Await(absl::Condition(
+      +[](bool* in_hook) { return !*in_hook; }, &in_hook_));
 }
 
 void RecordingRegion::RunHook() {
@@ -215,7 +220,7 @@ void RecordingRegion::RecordStore(uint64_t off, size_t len) {
 
 void RecordingRegion::Store(uint64_t off, const void* src, size_t len) {
   absl::MutexLock lock(&mu_);
-  CheckNotInHook("Store");
+  WaitNotInHook("Store");
   CheckRange("Store", off, len);
   if (len == 0) return;
   std::memcpy(current_.data() + off, src, len);
@@ -224,7 +229,7 @@ void RecordingRegion::Store(uint64_t off, const void* src, size_t len) {
 
 void RecordingRegion::Fill(uint64_t off, uint8_t byte, size_t len) {
   absl::MutexLock lock(&mu_);
-  CheckNotInHook("Fill");
+  WaitNotInHook("Fill");
   CheckRange("Fill", off, len);
   if (len == 0) return;
   std::memset(current_.data() + off, byte, len);
@@ -233,14 +238,14 @@ void RecordingRegion::Fill(uint64_t off, uint8_t byte, size_t len) {
 
 void RecordingRegion::Flush(uint64_t off, size_t len) {
   absl::MutexLock lock(&mu_);
-  CheckNotInHook("Flush");
+  WaitNotInHook("Flush");
   CheckRange("Flush", off, len);
   if (pmem_) {
     if (len == 0) return;
     const uint64_t begin = off / kCacheLineSize * kCacheLineSize;
     const uint64_t end = std::min<uint64_t>(
         (off + len + kCacheLineSize - 1) / kCacheLineSize * kCacheLineSize, current_.size());
-    flushes_.push_back(FlushRecord{next_seq_++, begin, end});
+    flushes_.push_back(FlushRecord{next_seq_++, begin, end, std::this_thread::get_id()});
     return;
   }
   ++durability_points_;
@@ -262,26 +267,31 @@ void RecordingRegion::FlushPages(uint64_t off, size_t len) {
 
 void RecordingRegion::Drain() {
   absl::MutexLock lock(&mu_);
-  CheckNotInHook("Drain");
+  WaitNotInHook("Drain");
   if (!pmem_) return;  // msync is synchronous: there is nothing left to wait for.
   ++durability_points_;
   RunHook();
-  DrainPmem();
+  DrainPmem(std::this_thread::get_id());
 }
 
-// A unit's bytes become durable where some Flush issued after it covers them (the
-// line then held the unit's bytes or newer ones, and newer ones are covered by the same
-// Flush). Walking the units newest first while adding the Flushes newer than each keeps
-// this O((units + flushes) log flushes).
-void RecordingRegion::DrainPmem() {
-  if (flushes_.empty()) return;
+// A unit's bytes become durable where some Flush of the draining thread issued after it
+// covers them (the line then held the unit's bytes or newer ones, and newer ones are
+// covered by the same Flush). Walking the units newest first while adding the Flushes
+// newer than each keeps this O((units + flushes) log flushes). The other threads'
+// Flushes stay pending for their own Drains.
+void RecordingRegion::DrainPmem(std::thread::id thread) {
+  std::vector<FlushRecord> mine;
+  std::vector<FlushRecord> others;
+  for (const FlushRecord& f : flushes_) (f.thread == thread ? mine : others).push_back(f);
+  flushes_ = std::move(others);
+  if (mine.empty()) return;
   std::vector<std::vector<Interval>> covered(units_.size());
   std::map<uint64_t, uint64_t> newer_flushes;
-  size_t f = flushes_.size();
+  size_t f = mine.size();
   for (size_t i = units_.size(); i-- > 0;) {
     const Unit& u = units_[i];
-    for (; f > 0 && flushes_[f - 1].seq > u.seq; --f) {
-      AddInterval(&newer_flushes, flushes_[f - 1].begin, flushes_[f - 1].end);
+    for (; f > 0 && mine[f - 1].seq > u.seq; --f) {
+      AddInterval(&newer_flushes, mine[f - 1].begin, mine[f - 1].end);
     }
     covered[i] = Intersect(newer_flushes, u.off, u.off + u.bytes.size());
   }
@@ -307,7 +317,6 @@ void RecordingRegion::DrainPmem() {
     }
   }
   units_ = std::move(still_in_flight);
-  flushes_.clear();
 }
 
 std::string RecordingRegion::DurableImage() const {
@@ -327,7 +336,7 @@ size_t RecordingRegion::in_flight() const {
 
 void RecordingRegion::SetDurabilityHook(std::function<void()> hook) {
   absl::MutexLock lock(&mu_);
-  CheckNotInHook("SetDurabilityHook");
+  WaitNotInHook("SetDurabilityHook");
   hook_ = std::move(hook);
 }
 

@@ -15,8 +15,12 @@
 //    in flight across Drains until some Flush after it covers it. A Flush covering only
 //    part of a unit splits it at the Drain: the covered part becomes durable, the rest
 //    stays in flight as a unit of its own. Aligned 8-byte words are failure-atomic,
-//    nothing larger: a unit may persist partially, word by word. Drain is global (every
-//    Flush so far counts), which is exact for the single-threaded crash tests.
+//    nothing larger: a unit may persist partially, word by word. Drain is per thread,
+//    as SFENCE is: it makes durable only what the Flushes issued by the calling thread
+//    since its last Drain cover, whoever stored the bytes. Another thread's Flushes stay
+//    pending until that thread drains (the units they cover stay in flight meanwhile),
+//    so code that relies on a drain in a thread other than the one that flushed loses
+//    data in this model, as it could on hardware.
 //  - msync semantics (is_pmem() false): stores dirty 4 KiB pages. Flush(off, len) writes
 //    every page overlapping [off, off+len) to the media at once, as it is now (msync is
 //    synchronous); Drain does nothing. A dirty page may be written back by the kernel
@@ -25,7 +29,10 @@
 // Durability points: Drain() calls (pmem) or Flush() calls (msync).
 //
 // Thread-safety: every method may be called from any thread (a mutex guards the
-// state), but the model assumes one writer: crash tests are single-threaded.
+// state); program order is the order in which calls take the mutex. While the hook runs
+// (in the thread that reached the durability point), Store, Fill, Flush, Drain and
+// SetDurabilityHook from other threads wait until it returns, so the hook sees one
+// frozen state even with several writers; from the hook's own thread they abort.
 #ifndef WALFS_CORE_RECORDING_REGION_H_
 #define WALFS_CORE_RECORDING_REGION_H_
 
@@ -74,10 +81,11 @@ class RecordingRegion final : public PersistentRegion {
   size_t in_flight() const;
 
   // `hook` runs at the start of every durability point, before it takes effect, without
-  // the region's lock held. It may call the const methods (DurableImage,
-  // ForEachCrashImage, ...) to see the crash states at that instant; calling Store,
-  // Fill, Flush, Drain or SetDurabilityHook from inside it aborts. An empty function
-  // removes the hook.
+  // the region's lock held, in the thread that reached it; one hook call at a time.
+  // It may call the const methods (DurableImage, ForEachCrashImage, ...) to see the
+  // crash states at that instant; calling Store, Fill, Flush, Drain or
+  // SetDurabilityHook from inside it aborts, and other threads calling them wait until
+  // it returns. An empty function removes the hook.
   void SetDurabilityHook(std::function<void()> hook);
 
   struct CrashEnumOptions {
@@ -132,14 +140,16 @@ class RecordingRegion final : public PersistentRegion {
     uint64_t seq;
     uint64_t begin;
     uint64_t end;
+    std::thread::id thread;  // only this thread's Drain makes it take effect
   };
 
   void CheckRange(const char* op, uint64_t off, size_t len) const;
-  void CheckNotInHook(const char* op) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Aborts when called from the running hook; waits while another thread's hook runs.
+  void WaitNotInHook(const char* op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs the hook for a durability point; returns with mu_ held again.
   void RunHook() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordStore(uint64_t off, size_t len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DrainPmem() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DrainPmem(std::thread::id thread) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushPages(uint64_t off, size_t len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<Unit> InFlightUnits() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -153,7 +163,8 @@ class RecordingRegion final : public PersistentRegion {
   std::function<void()> hook_ ABSL_GUARDED_BY(mu_);
   bool in_hook_ ABSL_GUARDED_BY(mu_) = false;
   std::thread::id hook_thread_ ABSL_GUARDED_BY(mu_);
-  // pmem: in-flight store units in seq order, and the Flushes since the last Drain.
+  // pmem: in-flight store units in seq order, and the Flushes no Drain of their thread
+  // has followed yet.
   std::vector<Unit> units_ ABSL_GUARDED_BY(mu_);
   std::vector<FlushRecord> flushes_ ABSL_GUARDED_BY(mu_);
   // msync: dirty page index -> seq of the store that first dirtied it.

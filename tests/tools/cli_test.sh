@@ -82,12 +82,18 @@ usage_error 1 walfsctl "$WALFSCTL"
 usage_error 1 walfsctl "$WALFSCTL" frobnicate
 usage_error 1 walfsctl "$WALFSCTL" --bogus inspect "$W/x.pool"
 [ ! -e "$W/x.pool" ] || fail "a refused command created a pool"
+# The conformance scripts refuse a missing or unbuilt tool before mounting anything.
+usage_error 1 run-fsx.sh bash "$WALFS_SOURCE_DIR/tools/conformance/run-fsx.sh"
+usage_error 1 run-fsx.sh bash "$WALFS_SOURCE_DIR/tools/conformance/run-fsx.sh" --ops 0 /bin/true
+usage_error 1 run-fsx.sh bash "$WALFS_SOURCE_DIR/tools/conformance/run-fsx.sh" "$W"
+usage_error 1 run-pjdfstest.sh bash "$WALFS_SOURCE_DIR/tools/conformance/run-pjdfstest.sh" "$W"
+usage_error 1 run-pjdfstest.sh bash "$WALFS_SOURCE_DIR/tools/conformance/run-pjdfstest.sh" --mode pm "$W"
 
 log "scripts: --help does nothing but print"
 scripts=(
   tools/run-tests.sh tools/install-deps.sh tools/quickstart.sh
   tools/bench/run.sh tools/bench/levers.sh tools/bench/write_profile.sh
-  tests/fuzz/fuzz_smoke.sh
+  tests/fuzz/fuzz_smoke.sh tools/conformance/run-fsx.sh tools/conformance/run-pjdfstest.sh
   packaging/systemd/walfs-prestart packaging/systemd/walfs-metrics
   packaging/postgresql/move-pg_wal-to-walfs.sh
 )

@@ -1,9 +1,15 @@
 #include "core/recording_region.h"
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -36,6 +42,44 @@ Options Only(int max_subset, bool complements, bool prefixes, bool tear) {
   o.tear = tear;
   return o;
 }
+
+// A thread of its own that runs the closures it is given one at a time, Run returning
+// when the closure has: a second writer with a stable thread id, stepped by the test.
+class Worker {
+ public:
+  Worker() : thread_([this] { Loop(); }) {}
+  ~Worker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void Run(std::function<void()> fn) {
+    std::unique_lock<std::mutex> lock(mu_);
+    job_ = std::move(fn);
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return !job_; });
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return stop_ || job_; });
+      if (!job_) return;
+      job_();
+      job_ = nullptr;
+      cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 TEST(RecordingRegionTest, StartsDurableFromImage) {
   RecordingRegion r(std::string("0123456789abcdef"), /*pmem_semantics=*/true);
@@ -144,6 +188,99 @@ TEST(RecordingRegionTest, StoreAfterFlushStaysInFlight) {
   ASSERT_EQ(images.size(), 2u);
   EXPECT_EQ(images[0].substr(0, 8), Word('1'));
   EXPECT_EQ(images[1].substr(0, 8), Word('2'));
+}
+
+// SFENCE orders only its own thread's flushes: a Drain in this thread leaves another
+// thread's flushed store in flight until that thread drains.
+TEST(RecordingRegionTest, DrainMakesDurableOnlyTheCallingThreadsFlushes) {
+  RecordingRegion r(256, true);
+  Worker other;
+  other.Run([&] {
+    StoreString(r, 64, Word('o'));
+    r.Flush(64, 8);
+  });
+  StoreString(r, 0, Word('m'));
+  r.Flush(0, 8);
+  r.Drain();
+  std::string durable = r.DurableImage();
+  EXPECT_EQ(durable.substr(0, 8), Word('m'));
+  EXPECT_EQ(durable.substr(64, 8), std::string(8, '\0'));
+  EXPECT_EQ(r.in_flight(), 1u);
+  other.Run([&] { r.Drain(); });
+  EXPECT_EQ(r.DurableImage().substr(64, 8), Word('o'));
+  EXPECT_EQ(r.in_flight(), 0u);
+}
+
+// A flush covers the line whoever stored into it: this thread's Flush and Drain make
+// another thread's store durable.
+TEST(RecordingRegionTest, OwnFlushCoversAnotherThreadsStore) {
+  RecordingRegion r(256, true);
+  Worker other;
+  other.Run([&] { StoreString(r, 8, Word('o')); });
+  r.Persist(0, 16);
+  EXPECT_EQ(r.DurableImage().substr(8, 8), Word('o'));
+  EXPECT_EQ(r.in_flight(), 0u);
+}
+
+// The bug the per-thread model exists to catch: a writer thread stores and flushes a
+// record, a committer thread drains and then treats the record as durable. At the
+// committer's next durability point a crash can still lose the record, and the check a
+// crash test makes (every acknowledged byte is in every crash image) reports it. With
+// the writer draining its own flush, the same check finds nothing.
+int ImagesLosingAcknowledgedRecord(bool writer_drains) {
+  RecordingRegion r(256, true);
+  bool acknowledged = false;
+  int losing = 0;
+  r.SetDurabilityHook([&] {
+    if (!acknowledged) return;
+    r.ForEachCrashImage([&](const std::string& image) {
+      if (image.substr(64, 8) != Word('R')) ++losing;
+    });
+  });
+  Worker writer;
+  writer.Run([&] {
+    StoreString(r, 64, Word('R'));
+    r.Flush(64, 8);
+    if (writer_drains) r.Drain();
+  });
+  r.Drain();  // the committer's fence
+  acknowledged = true;
+  StoreString(r, 128, Word('c'));  // the committer goes on: its next durability point
+  r.Persist(128, 8);
+  return losing;
+}
+
+TEST(RecordingRegionTest, RelyingOnAnotherThreadsDrainLosesData) {
+  EXPECT_GT(ImagesLosingAcknowledgedRecord(/*writer_drains=*/false), 0);
+  EXPECT_EQ(ImagesLosingAcknowledgedRecord(/*writer_drains=*/true), 0);
+}
+
+// With two writers, a store from another thread while the hook runs waits for the hook
+// (the hook sees one frozen state) instead of aborting.
+TEST(RecordingRegionTest, OtherThreadsWaitWhileTheHookRuns) {
+  RecordingRegion r(256, true);
+  std::atomic<bool> stored{false};
+  std::thread other;
+  std::string durable_in_hook;
+  size_t in_flight_in_hook = 0;
+  r.SetDurabilityHook([&] {
+    if (other.joinable()) return;
+    other = std::thread([&] {
+      StoreString(r, 64, Word('w'));
+      stored = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(stored.load());
+    in_flight_in_hook = r.in_flight();
+    durable_in_hook = r.DurableImage();
+  });
+  StoreString(r, 0, Word('h'));
+  r.Persist(0, 8);
+  other.join();
+  EXPECT_TRUE(stored.load());
+  EXPECT_EQ(in_flight_in_hook, 1u);  // only 'h': the other store had not happened
+  EXPECT_EQ(durable_in_hook, std::string(256, '\0'));
+  EXPECT_EQ(r.current().substr(64, 8), Word('w'));
 }
 
 TEST(RecordingRegionTest, FillIsAStoreUnit) {

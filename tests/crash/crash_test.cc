@@ -19,12 +19,14 @@
 // progress (its current operation before or after, the ones it finished after).
 // The test prints how many crash states it checked.
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +34,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/fsck.h"
 #include "core/memory_region.h"
 #include "core/recording_region.h"
@@ -50,9 +53,14 @@ constexpr char kSeg3[] = "000000010000000000000003";
 // ---- The model: what the file system must contain ----------------------------------
 
 struct Node {
-  char type;  // 'f', 'd', 'l', 'p' (a FIFO)
+  char type;  // 'f', 'd', 'l', 'p' (a FIFO), 's' (a socket), 'c' (a character device)
   int id = 0;  // files: content identity (hard links share it)
   std::string target;
+  // Attributes, checked once a step set them: permission bits (-1: not checked), mtime
+  // (INT64_MIN: not checked) and, for devices, rdev.
+  int mode = -1;
+  int64_t mtime_ns = INT64_MIN;
+  uint64_t rdev = 0;
 };
 struct Content {
   std::string durable;  // last acknowledged
@@ -69,6 +77,20 @@ class Model {
   void Mkdir(const std::string& p) { nodes[p] = {'d'}; }
   void Symlink(const std::string& p, const std::string& t) { nodes[p] = {'l', 0, t}; }
   void Mkfifo(const std::string& p) { nodes[p] = {'p'}; }
+  void Mknod(const std::string& p, char type, int mode, uint64_t rdev) {
+    nodes[p] = {type, 0, "", mode, INT64_MIN, rdev};
+  }
+  // Attributes belong to the inode: every name of a hard-linked file sees them.
+  // Metadata changes are durable on return in both modes.
+  void SetAttrs(const std::string& p, std::optional<int> mode, std::optional<int64_t> mtime) {
+    const Node target = nodes.at(p);
+    for (auto& [path, node] : nodes) {
+      const bool same = path == p || (target.type == 'f' && node.type == 'f' && node.id == target.id);
+      if (!same) continue;
+      if (mode) node.mode = *mode;
+      if (mtime) node.mtime_ns = *mtime;
+    }
+  }
   void Write(int id, uint64_t off, const std::string& bytes) {
     auto& c = data.at(id);
     if (c.current.size() < off + bytes.size()) c.current.resize(off + bytes.size(), '\0');
@@ -114,6 +136,9 @@ struct Seen {
   char type;
   uint64_t ino;
   std::string content;  // file bytes or symlink target
+  int mode = 0;          // permission bits
+  int64_t mtime_ns = 0;
+  uint64_t rdev = 0;
 };
 using Tree = std::map<std::string, Seen>;
 
@@ -128,7 +153,7 @@ absl::Status Walk(WalDirectory& d, InodeId dir, const std::string& prefix, Tree&
     auto a = d.Lookup(dir, n);
     if (!a.ok()) return a.status();
     const std::string path = prefix + "/" + n;
-    Seen seen{'f', a->ino, {}};
+    Seen seen{'f', a->ino, {}, static_cast<int>(a->mode & 07777), a->mtime_ns, a->rdev};
     if (S_ISDIR(a->mode)) {
       seen.type = 'd';
       s = Walk(d, a->ino, path, out);
@@ -138,9 +163,9 @@ absl::Status Walk(WalDirectory& d, InodeId dir, const std::string& prefix, Tree&
       auto t = d.Readlink(a->ino);
       if (!t.ok()) return t.status();
       seen.content = *t;
-    } else if (S_ISFIFO(a->mode)) {
-      seen.type = 'p';
-      if (a->size != 0) return absl::DataLossError(absl::StrCat(path, ": a FIFO with a size"));
+    } else if (S_ISFIFO(a->mode) || S_ISSOCK(a->mode) || S_ISCHR(a->mode)) {
+      seen.type = S_ISFIFO(a->mode) ? 'p' : S_ISSOCK(a->mode) ? 's' : 'c';
+      if (a->size != 0) return absl::DataLossError(absl::StrCat(path, ": a special file with a size"));
     } else {
       seen.content.resize(a->size);
       auto r = d.Read(a->ino, 0, absl::MakeSpan(seen.content));
@@ -160,6 +185,9 @@ bool SameNamespace(const Tree& got, const Model& m) {
     auto it = got.find(path);
     if (it == got.end() || it->second.type != node.type) return false;
     if (node.type == 'l' && it->second.content != node.target) return false;
+    if (node.mode >= 0 && it->second.mode != node.mode) return false;
+    if (node.mtime_ns != INT64_MIN && it->second.mtime_ns != node.mtime_ns) return false;
+    if (node.type == 'c' && it->second.rdev != node.rdev) return false;
     if (node.type == 'f') {
       auto [a, fresh_a] = id_to_ino.emplace(node.id, it->second.ino);
       auto [b, fresh_b] = ino_to_id.emplace(it->second.ino, node.id);
@@ -600,6 +628,39 @@ Step Mkfifo(const std::string& path) {
           }};
 }
 
+// A socket ('s') or character device ('c', with rdev) made by mknod.
+Step Mknod(const std::string& path, char type, uint64_t rdev) {
+  return {absl::StrCat("mknod ", path, " ", std::string(1, type)), [=](Context& c) {
+            c.model->Mknod(path, type, 0640, rdev);
+            if (Dry(c)) return;
+            auto [p, n] = c.Parent(path);
+            const uint32_t kind = type == 's' ? S_IFSOCK : S_IFCHR;
+            auto a = c.dir->Mknod(p, n, kind | 0640, rdev, kPg);
+            ASSERT_TRUE(a.ok()) << a.status();
+            c.handles[path] = a->ino;
+          }};
+}
+
+// chmod and utimensat (mtime), through Setattr as FUSE SETATTR sends them.
+Step Chmod(const std::string& path, uint32_t mode) {
+  return {absl::StrFormat("chmod %s %o", path, mode), [=](Context& c) {
+            c.model->SetAttrs(path, static_cast<int>(mode), std::nullopt);
+            if (Dry(c)) return;
+            SetattrRequest r;
+            r.mode = mode;
+            ASSERT_TRUE(c.dir->Setattr(c.handles.at(path), r).ok());
+          }};
+}
+Step SetMtime(const std::string& path, int64_t mtime_ns) {
+  return {absl::StrCat("utimens ", path, " ", mtime_ns), [=](Context& c) {
+            c.model->SetAttrs(path, std::nullopt, mtime_ns);
+            if (Dry(c)) return;
+            SetattrRequest r;
+            r.mtime_ns = mtime_ns;
+            ASSERT_TRUE(c.dir->Setattr(c.handles.at(path), r).ok());
+          }};
+}
+
 // FUSE RELEASE of a file (its handle stays usable: the kernel would send another OPEN).
 Step Release(const std::string& path) {
   return {"release " + path, [=](Context& c) {
@@ -724,6 +785,12 @@ std::map<std::string, std::vector<Step>> Scenarios() {
                          Fallocate("/fa", 0, 50000, true), Fallocate("/fa", 4096, 20000, false),
                          Release("/fa"), Mkfifo("/fifo"), Link("/fifo", "/fifo2"),
                          Rename("/fifo2", "/fifo3"), Unlink("/fifo")};
+  // Attributes (mode, mtime; shared by hard links) and the other special inode kinds.
+  s["attributes_sockets_devices"] = {
+      Create("/a"), Write("/a", 0, Pattern(3000, 'm')), Fsync("/a"), Chmod("/a", 0640),
+      SetMtime("/a", 1234567890123456789), Link("/a", "/b"), Chmod("/b", 04600),
+      SetMtime("/b", -5), Mknod("/sock", 's', 0), Mknod("/null", 'c', makedev(1, 3)),
+      Chmod("/null", 0666), Rename("/null", "/null2"), Unlink("/sock")};
   s["segment_allocation_init_zero_off"] = {Create("/xlogtemp.9"),
                                            Write("/xlogtemp.9", kSegment - 1, std::string(1, '\0')),
                                            Fsync("/xlogtemp.9"),

@@ -17,7 +17,6 @@
 #include <fuse_lowlevel.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "core/persistent_region.h"
 #include "core/pool_clients.h"
@@ -257,12 +256,7 @@ int RunDaemon(const Options& options) {
 
   // The ENOSPC log line says how full the pool is (statfs's figures, so df agrees).
   core::WalDirectory* stats_dir = dir.get();
-  SetFreeSpaceDescriber([stats_dir] {
-    const core::FsStats st = stats_dir->Statfs();
-    return absl::StrFormat("%.1f MiB free of %.1f MiB",
-                           static_cast<double>(st.free_blocks * st.block_size) / (1 << 20),
-                           static_cast<double>(st.total_blocks * st.block_size) / (1 << 20));
-  });
+  SetFreeSpaceDescriber([stats_dir] { return FreeSpaceText(stats_dir->Statfs()); });
 
   std::vector<std::string> arg_strings = FuseSessionArgs(options);
   std::vector<char*> argv;

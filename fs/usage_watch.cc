@@ -1,6 +1,7 @@
 // Pool usage warnings (see usage_watch.h).
 #include "fs/usage_watch.h"
 
+#include "absl/strings/str_format.h"
 #include "fs/logging.h"
 
 namespace walfs::fs {
@@ -9,6 +10,12 @@ namespace {
 constexpr int kLevels[] = {95, 90, 80};  // highest first
 
 }  // namespace
+
+std::string FreeSpaceText(const core::FsStats& stats) {
+  return absl::StrFormat("%.1f MiB free of %.1f MiB",
+                         static_cast<double>(stats.free_blocks * stats.block_size) / (1 << 20),
+                         static_cast<double>(stats.total_blocks * stats.block_size) / (1 << 20));
+}
 
 int UsageWatch::LevelFor(double used_percent, int current) {
   for (int level : kLevels) {
@@ -28,19 +35,16 @@ void UsageWatch::Check(const core::FsStats& stats) {
   const int new_level = LevelFor(used, old_level);
   if (new_level == old_level) return;
   level_.store(new_level, std::memory_order_relaxed);
-  const double free_mib =
-      static_cast<double>(stats.free_blocks * stats.block_size) / (1 << 20);
-  const double total_mib =
-      static_cast<double>(stats.total_blocks * stats.block_size) / (1 << 20);
+  const std::string space = FreeSpaceText(stats);
   if (new_level > old_level) {
     Log(LOG_WARNING,
-        "the pool is %.0f%% full (%.1f MiB free of %.1f MiB, past the %d%% mark): PostgreSQL "
-        "stops with a PANIC when it cannot create its next WAL segment; check archiving, "
-        "replication slots and max_wal_size, or grow the pool",
-        used, free_mib, total_mib, new_level);
+        "the pool is %.0f%% full (%s, past the %d%% mark): PostgreSQL stops with a PANIC when "
+        "it cannot create its next WAL segment; check archiving, replication slots and "
+        "max_wal_size, or grow the pool",
+        used, space.c_str(), new_level);
   } else {
-    Log(LOG_NOTICE, "the pool is %.0f%% full (%.1f MiB free of %.1f MiB), below the %d%% mark",
-        used, free_mib, total_mib, old_level);
+    Log(LOG_NOTICE, "the pool is %.0f%% full (%s), below the %d%% mark", used, space.c_str(),
+        old_level);
   }
 }
 

@@ -9,10 +9,14 @@
 #define WALFS_FS_USAGE_WATCH_H_
 
 #include <atomic>
+#include <string>
 
 #include "core/wal_directory.h"
 
 namespace walfs::fs {
+
+// "12.0 MiB free of 1024.0 MiB": how the daemon's log lines state the pool's space.
+std::string FreeSpaceText(const core::FsStats& stats);
 
 class UsageWatch {
  public:

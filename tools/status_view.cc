@@ -257,11 +257,10 @@ std::string RenderHuman(const StatusDoc& doc, const std::string& mountpoint) {
   std::string out = absl::StrCat("walfs ", Str(doc, "software_version"), " at ", mountpoint,
                                  "\n");
   absl::StrAppend(&out, Line("pool", Str(doc, "pool")));
+  const auto uptime = Num(doc, "uptime_seconds");
   absl::StrAppend(&out, Line("daemon", absl::StrCat("pid ", OrUnknown(Num(doc, "pid")), ", up ",
-                                                     Num(doc, "uptime_seconds")
-                                                         ? Duration(*Num(doc, "uptime_seconds"))
-                                                         : "?",
-                                                     ", ", OrUnknown(Num(doc, "threads")),
+                                                     uptime ? Duration(*uptime) : "?", ", ",
+                                                     OrUnknown(Num(doc, "threads")),
                                                      " threads")));
   const auto ro = Bool(doc, "read_only");
   const auto shortcut = Bool(doc, "fsync_shortcut");

@@ -569,6 +569,12 @@ class Checker {
             absl::StrFormat("mode 0%o has file-type bits that disagree with its type (%s)",
                             r.mode, TypeName(r.type)));
       }
+      // Every type but a device, directories and symlinks included: Open refuses them all.
+      const bool device = r.type == InodeType::kCharDevice || r.type == InodeType::kBlockDevice;
+      if (r.rdev != 0 && !device) {
+        Add(Severity::kError, where,
+            absl::StrCat("a ", TypeName(r.type), " has device number ", r.rdev));
+      }
       if (r.type == InodeType::kDirectory && r.extent_count != 0) info.extents_ok = false;
       if (r.type == InodeType::kSymlink) {
         if (!CheckSymlink(ino, where, r)) info.extents_ok = false;
@@ -582,11 +588,6 @@ class Checker {
                            "; directories own no data blocks"));
         }
         continue;
-      }
-      const bool device = r.type == InodeType::kCharDevice || r.type == InodeType::kBlockDevice;
-      if (r.rdev != 0 && !device) {
-        Add(Severity::kError, where,
-            absl::StrCat("a ", TypeName(r.type), " has device number ", r.rdev));
       }
       if (r.type != InodeType::kRegular) {  // FIFOs, sockets, devices: inert (format.h)
         if (r.extent_count != 0 || r.size != 0) {

@@ -663,6 +663,20 @@ TEST(FsckTest, ModeTypeMismatchIsAnError) {
   EXPECT_NE(Find(report, "file-type bits"), nullptr) << Describe(report);
 }
 
+// Open refuses a device number on any inode that is not a device, a directory's or a
+// symlink's included (found by pool_fuzz: fsck called such a pool clean).
+TEST(FsckTest, DeviceNumberOnANonDeviceIsAnError) {
+  for (uint32_t ino : {2u, 3u, 4u}) {  // a directory, a file, a symlink
+    HandPool pool;
+    pool.Populate();
+    f::InodeRecord r = pool.GetInode(ino);
+    r.rdev = 0x0103;
+    pool.SetInode(ino, r);
+    FsckReport report = Check(pool.region());
+    EXPECT_NE(Find(report, "has device number 259"), nullptr) << ino << ": " << Describe(report);
+  }
+}
+
 // Random damage, crc recomputed so it gets past the first line of defence: whatever
 // the bytes, the checker terminates, and a repair never makes a later check crash.
 TEST(FsckTest, RandomDamageNeverCrashes) {

@@ -76,7 +76,8 @@ psql_q() {
 }
 
 # pgbench_run ARGS...: pgbench against the running server; prints its tps (without
-# initial connection time), fails if pgbench fails or reports none.
+# initial connection time) and the number of transactions it processed, fails if
+# pgbench fails or reports neither.
 pgbench_run() {
   local out
   out=$(as_postgres "$PG_BIN/pgbench" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres "$@" \
@@ -85,5 +86,28 @@ pgbench_run() {
     echo "$out" | tail -5 >&2
     return 1
   }
-  echo "$out" | awk '/^tps = / {print $3; found = 1} END {exit !found}'
+  echo "$out" | awk '/^tps = / {tps = $3}
+    /^number of transactions actually processed:/ {n = $NF; sub(/\/.*/, "", n)}
+    END {if (tps == "" || n == "") exit 1; print tps, n}'
+}
+
+# cpu_ticks DATADIR [PID...]: CPU time (user + system, clock ticks) used so far by the
+# server of DATADIR and the children it reaped (its exited backends), by its live
+# children, and by the given processes (a walfs daemon). The difference across a run is
+# the CPU the run cost the server side, which a shared machine's load (steal time, other
+# sessions) moves far less than throughput: on a guest the kernel charges stolen time to
+# steal, not to the process.
+cpu_ticks() {
+  local data=$1 pm
+  shift
+  pm=$(head -1 "$data/postmaster.pid" 2>/dev/null) || return 1
+  [ -n "$pm" ] || return 1
+  {
+    # Fields after the command (which may hold spaces): 14 utime, 15 stime, 16 cutime,
+    # 17 cstime of proc(5).
+    cat "/proc/$pm/stat" | sed 's/^.*) //' | awk '{print $12 + $13 + $14 + $15}'
+    for p in $(pgrep -P "$pm") "$@"; do
+      sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}'
+    done
+  } | awk '{s += $1} END {print s + 0}'
 }

@@ -109,31 +109,52 @@ sample_rss() {
     "$(awk -v k="$2" 'BEGIN { if (k == "NA") print "NA"; else printf "%.1f", k / 1024 }')"
 }
 
+# measured_pgbench TARGET DATA ARGS...: pgbench_run with the server side's CPU time
+# around it; prints "TPS CPU_US_PER_TRANSACTION" (NA for what could not be measured).
+measured_pgbench() {
+  local target=$1 data=$2 before after out
+  shift 2
+  local daemon=${WALFS_PIDS[$target]:-}
+  before=$(cpu_ticks "$data" $daemon) || before=
+  out=$(pgbench_run "$@") || { echo "NA NA"; return 0; }
+  sleep 1  # the backends exit and are reaped (their CPU moves to the server's cutime)
+  after=$(cpu_ticks "$data" $daemon) || after=
+  set -- $out
+  awk -v tps="$1" -v n="$2" -v b="$before" -v a="$after" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+    if (b == "" || a == "" || n <= 0) { print tps, "NA"; exit }
+    printf "%s %.1f\n", tps, (a - b) / hz * 1e6 / n }'
+}
+
 # wl_pgbench TARGET REP DO_TPCB DO_INSERTS
 wl_pgbench() {
-  local target=$1 rep=$2 do_tpcb=$3 do_inserts=$4 data=${PGB_DATA[$1]:-} c tps j
+  local target=$1 rep=$2 do_tpcb=$3 do_inserts=$4 data=${PGB_DATA[$1]:-} c j r
   local wl_tpcb="pgbench TPC-B-like (scale $PGBENCH_SCALE, synchronous_commit=on, ${PGBENCH_SECS}s)"
   local wl_ins="1 KiB INSERT per transaction ($INSERT_CLIENTS clients, ${PGBENCH_SECS}s)"
+  local cpu_note="server CPU per transaction (PostgreSQL + walfs daemon)"
   local ok=1
   if [ -z "$data" ] || ! PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data"; then ok=0; fi
   if [ "$do_tpcb" = 1 ]; then
     for c in $PGBENCH_CLIENTS; do
-      tps=NA
+      r="NA NA"
       j=$((c < 2 ? c : 2))
       if [ $ok = 1 ]; then
-        tps=$(pgbench_run -c "$c" -j "$j" -T "$PGBENCH_SECS") || tps=NA
+        r=$(measured_pgbench "$target" "$data" -c "$c" -j "$j" -T "$PGBENCH_SECS")
       fi
-      record "$wl_tpcb" "clients=$c" tps higher "$target" "$rep" "$tps"
+      set -- $r
+      record "$wl_tpcb" "clients=$c" tps higher "$target" "$rep" "$1"
+      record "$wl_tpcb" "clients=$c: $cpu_note" us lower "$target" "$rep" "$2"
     done
     sample_rss "$target" "$rep"
   fi
   if [ "$do_inserts" = 1 ]; then
-    tps=NA
+    r="NA NA"
     if [ $ok = 1 ] && psql_q -c "TRUNCATE ins" && psql_q -c "CHECKPOINT"; then
-      tps=$(pgbench_run -n -f "$SHM_ROOT/insert.sql" -c "$INSERT_CLIENTS" -j 2 \
-        -T "$PGBENCH_SECS") || tps=NA
+      r=$(measured_pgbench "$target" "$data" -n -f "$SHM_ROOT/insert.sql" \
+        -c "$INSERT_CLIENTS" -j 2 -T "$PGBENCH_SECS")
     fi
-    record "$wl_ins" "commits/s" tps higher "$target" "$rep" "$tps"
+    set -- $r
+    record "$wl_ins" "commits/s" tps higher "$target" "$rep" "$1"
+    record "$wl_ins" "$cpu_note" us lower "$target" "$rep" "$2"
     sample_rss "$target" "$rep"
   fi
   [ $ok = 1 ] && pg_stop "$data"

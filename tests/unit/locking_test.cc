@@ -145,6 +145,46 @@ TEST_P(LockScopeTest, DataPathAndLookupsDoNotWaitForAnotherFilesCommit) {
   EXPECT_TRUE(dir.Close().ok());
 }
 
+// Blocks freed by an unlink count as free for statfs as soon as their reclaim starts,
+// before they are zeroed; an allocation that needs them waits until they are zero.
+TEST_P(LockScopeTest, BlocksBeingZeroedAreFreeForStatfsButNotHandedOutYet) {
+  const bool pmem = GetParam();
+  auto owned = std::make_unique<GatedRegion>(FormattedImage(16 << 20), pmem);
+  GatedRegion* region = owned.get();
+  auto opened = WalDirectory::Open(std::move(owned));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  WalDirectory& dir = **opened;
+  const FsStats empty = dir.Statfs();
+
+  auto big = dir.Create(kRootInode, "big", 0600, kUser, true);
+  ASSERT_TRUE(big.ok()) << big.status();
+  const uint64_t bytes = empty.free_blocks * 4096 - (64 << 10);
+  ASSERT_TRUE(dir.Fallocate(big->ino, 0, bytes, 0).ok());
+  ASSERT_TRUE(dir.Release(big->ino).ok());
+  ASSERT_TRUE(dir.Unlink(kRootInode, "big").ok());
+  // Still referenced (the kernel's lookup): an open file keeps its blocks.
+  EXPECT_LT(dir.Statfs().free_blocks, 64u);
+
+  const format::Superblock& sb = dir.superblock();
+  region->Close(sb.data_offset, region->size());
+  // The last reference goes: the reclaim starts zeroing, and parks in its flush.
+  auto forget = std::async(std::launch::async, [&] { dir.Forget(big->ino, 1); });
+  ASSERT_TRUE(region->AwaitParked());
+  EXPECT_EQ(dir.Statfs().free_blocks, empty.free_blocks);
+  EXPECT_EQ(dir.Statfs().free_inodes + 1, empty.free_inodes);  // the orphan's, until freed
+  // A segment needs those blocks: it waits for the zeroing instead of taking them.
+  auto seg = std::async(std::launch::async, [&] {
+    return dir.Create(kRootInode, kSegment, 0600, kUser, true).status();
+  });
+  EXPECT_EQ(seg.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  region->Open();
+  ASSERT_EQ(forget.wait_for(kPatience), std::future_status::ready);
+  ASSERT_EQ(seg.wait_for(kPatience), std::future_status::ready);
+  EXPECT_TRUE(seg.get().ok());
+  EXPECT_EQ(dir.Statfs().free_blocks, empty.free_blocks - testing::kTestSegment / 4096);
+  EXPECT_TRUE(dir.Close().ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, LockScopeTest, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Pmem" : "Msync";

@@ -65,53 +65,6 @@ void Transaction::FreeDirent(const format::Superblock& sb, uint64_t slot) {
   Put(DirentOffset(sb, slot), &zero, sizeof(zero));
 }
 
-void Journal::Build(const Transaction& txn, bool with_carried) {
-  buffer_.assign(sizeof(format::JournalHeader), '\0');
-  uint32_t count = 0;
-  auto add = [&](uint64_t offset, const std::string& bytes) {
-    format::JournalEntry je{};
-    je.target_offset = offset;
-    je.length = static_cast<uint32_t>(bytes.size());
-    buffer_.append(reinterpret_cast<const char*>(&je), sizeof(je));
-    buffer_.append(bytes);
-    buffer_.append(format::AlignUp(bytes.size(), 8) - bytes.size(), '\0');
-    ++count;
-  };
-  for (const auto& e : txn.entries_) add(e.offset, e.bytes);
-  if (with_carried) {
-    for (const auto& [offset, bytes] : carried_) {
-      bool replaced = false;
-      for (const auto& e : txn.entries_) replaced = replaced || e.offset == offset;
-      if (!replaced) add(offset, bytes);
-    }
-  }
-  format::JournalHeader h{};
-  h.magic = format::kJournalMagic;
-  h.sequence = sequence_;
-  h.entry_count = count;
-  h.payload_bytes = static_cast<uint32_t>(buffer_.size() - sizeof(format::JournalHeader));
-  std::memcpy(buffer_.data(), &h, sizeof(h));
-  h.crc = Crc32c(0, buffer_.data(), buffer_.size());
-  std::memcpy(buffer_.data(), &h, sizeof(h));
-}
-
-void Journal::PersistCarried() {
-  if (carried_.empty()) return;
-  // One flush of their span: only the record tables lie between them, and every other
-  // home image stored there was persisted or is carried too.
-  const uint64_t lo = carried_.begin()->first;
-  const uint64_t hi = carried_.rbegin()->first + carried_.rbegin()->second.size();
-  region_.Flush(lo, hi - lo);
-  region_.Drain();
-  carried_.clear();
-}
-
-absl::Status Journal::Sync() {
-  if (absl::Status h = region_.health(); !h.ok()) return h;
-  PersistCarried();
-  return region_.health();
-}
-
 absl::Status Journal::Commit(const Transaction& txn, bool* committed) {
   *committed = false;
   if (absl::Status h = region_.health(); !h.ok()) return h;
@@ -119,51 +72,52 @@ absl::Status Journal::Commit(const Transaction& txn, bool* committed) {
     *committed = true;
     return absl::OkStatus();
   }
-  Build(txn, /*with_carried=*/true);
-  if (buffer_.size() > kCarryLimit && !carried_.empty()) {
-    // The carried images would make the journal write large: make them durable at
-    // home (they stay in the current journal image until it is replaced, which is fine).
-    PersistCarried();
-    if (absl::Status h = region_.health(); !h.ok()) return h;
-    Build(txn, /*with_carried=*/false);
+  buffer_.assign(sizeof(format::JournalHeader), '\0');
+  for (const auto& e : txn.entries_) {
+    format::JournalEntry je{};
+    je.target_offset = e.offset;
+    je.length = static_cast<uint32_t>(e.bytes.size());
+    buffer_.append(reinterpret_cast<const char*>(&je), sizeof(je));
+    buffer_.append(e.bytes);
+    buffer_.append(format::AlignUp(e.bytes.size(), 8) - e.bytes.size(), '\0');
   }
+  const uint64_t payload = buffer_.size() - sizeof(format::JournalHeader);
   // A transaction touches a handful of records; the journal holds well over a hundred.
   if (buffer_.size() > sb_.journal_size) {
     return absl::InternalError(
         absl::StrCat("journal transaction of ", buffer_.size(), " bytes exceeds the journal"));
   }
+  format::JournalHeader h{};
+  h.magic = format::kJournalMagic;
+  h.sequence = sequence_;
+  h.entry_count = static_cast<uint32_t>(txn.entries_.size());
+  h.payload_bytes = static_cast<uint32_t>(payload);
+  std::memcpy(buffer_.data(), &h, sizeof(h));
+  h.crc = Crc32c(0, buffer_.data(), buffer_.size());
+  std::memcpy(buffer_.data(), &h, sizeof(h));
 
   region_.Store(sb_.journal_offset, buffer_.data(), buffer_.size());
   region_.Persist(sb_.journal_offset, buffer_.size());
   if (absl::Status h = region_.health(); !h.ok()) {
-    // Not known durable: put the previous image back, so that what the media say does
-    // not depend on whether the failed persist wrote it. It holds every carried image;
-    // without one, an empty journal replays nothing.
-    if (previous_.empty()) {
-      region_.Fill(sb_.journal_offset, 0, sizeof(format::JournalHeader));
-      region_.Persist(sb_.journal_offset, sizeof(format::JournalHeader));
-    } else {
-      region_.Store(sb_.journal_offset, previous_.data(), previous_.size());
-      region_.Persist(sb_.journal_offset, previous_.size());
-    }
+    // Not known durable: take it back, so that what the media say does not depend on
+    // whether the failed persist wrote it (an empty journal replays nothing).
+    region_.Fill(sb_.journal_offset, 0, sizeof(format::JournalHeader));
+    region_.Persist(sb_.journal_offset, sizeof(format::JournalHeader));
     return h;
   }
   *committed = true;
-  previous_.swap(buffer_);
 
   uint64_t lo = UINT64_MAX, hi = 0;
   for (const auto& e : txn.entries_) {
     region_.Store(e.offset, e.bytes.data(), e.bytes.size());
     lo = std::min(lo, e.offset);
     hi = std::max(hi, e.offset + e.bytes.size());
-    if (carry_) carried_[e.offset] = e.bytes;
   }
-  if (!carry_) {
-    // One flush for all the records: only the record tables lie between them, and
-    // every earlier commit persisted its records before returning.
-    region_.Flush(lo, hi - lo);
-    region_.Drain();
-  }
+  // One flush for all the records: only the record tables lie between them, and every
+  // earlier commit persisted its records before returning, so the span holds no other
+  // unpersisted store.
+  region_.Flush(lo, hi - lo);
+  region_.Drain();
   ++sequence_;
   ++commits_;
   return region_.health();

@@ -1,34 +1,24 @@
 // Journal: makes a set of inode/dirent record writes atomic across power failure.
 //
-// Commit protocol:
+// Commit protocol (two persistence points per transaction):
 //   1. the record images and a header whose CRC covers them are stored in the journal
 //      area and persisted: this is the commit point;
-//   2. each image is stored at its home offset.
+//   2. each image is stored at its home offset, and all of them are persisted together
+//      (one flush of the range they span and one drain: in msync mode one msync, where
+//      each is an fdatasync of the pool file on a disk).
+// Two persistence points are the minimum with one journal slot: a home record must not
+// reach the media before the transaction naming it is committed, and in msync mode the
+// kernel may write a page back at any moment, so the home stores wait for step 1.
 // The journal is not cleared afterwards: it always holds the newest image of every record
 // it names (all record writes go through it), so Replay at open re-applies the last
 // transaction harmlessly. A torn step 1 fails the CRC and is discarded: the transaction
 // never committed and its home records were never touched.
-//
-// When the home images are persisted depends on the region:
-//  - pmem: at once, with one drain for all of them (a flush is free, a drain is a fence).
-//  - msync (each persist is an msync, an fdatasync of the pool file on a disk): not at
-//    commit. Until a persist of their span makes them durable, they are carried: every
-//    later transaction repeats them in its journal image, so the one transaction a
-//    replay applies always holds every home image that may not be on the media. A
-//    commit therefore costs one msync, not two; the carried images are persisted (one
-//    msync for their span) when they would make the journal image larger than
-//    kCarryLimit, and at Sync. A home image written back early by the kernel is no
-//    harm: it is the newest image, the one the journal holds.
-// The home stores of one transaction are never made before its commit point, since the
-// media must not see them while the journal does not (the kernel may write a page back
-// at any moment).
 //
 // Not thread-safe: Pool serialises commits.
 #ifndef WALFS_CORE_JOURNAL_H_
 #define WALFS_CORE_JOURNAL_H_
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,7 +52,7 @@ class Transaction {
 class Journal {
  public:
   Journal(PersistentRegion& region, const format::Superblock& sb, uint64_t next_sequence)
-      : region_(region), sb_(sb), sequence_(next_sequence), carry_(!region.is_pmem()) {}
+      : region_(region), sb_(sb), sequence_(next_sequence) {}
 
   // Writes `txn` atomically and durably (see the protocol above). Fails with the
   // region's persist error (health()) if any persist so far has failed; `committed`
@@ -77,14 +67,7 @@ class Journal {
   //    it in memory and still reports the error.
   absl::Status Commit(const Transaction& txn, bool* committed);
 
-  // Persists the home images still carried (msync mode), so the home records alone
-  // describe the pool. For a clean close; a no-op in pmem mode.
-  absl::Status Sync();
-
   uint64_t commits() const { return commits_; }
-
-  // Journal image size above which the carried home images are persisted first.
-  static constexpr size_t kCarryLimit = 16 << 10;
 
   struct ReplayResult {
     bool replayed = false;     // a committed transaction was found and applied
@@ -105,16 +88,7 @@ class Journal {
   const format::Superblock& sb_;
   uint64_t sequence_;
   uint64_t commits_ = 0;
-  // Builds the journal image of `txn` plus the carried images it does not replace.
-  void Build(const Transaction& txn, bool with_carried);
-  // Persists the carried home images and forgets them.
-  void PersistCarried();
-
   std::string buffer_;  // reused across commits to avoid a per-commit allocation
-  std::string previous_;  // the last committed journal image (restored on failure)
-  const bool carry_;
-  // msync mode: home offset -> image stored but not yet persisted.
-  std::map<uint64_t, std::string> carried_;
 };
 
 }  // namespace walfs::core

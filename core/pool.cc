@@ -587,12 +587,6 @@ absl::Status Pool::Close() {
     }
   }
   ReclaimAll(orphans);
-  // msync mode: the home records of the last transactions are only in the journal
-  // (journal.h); a clean close leaves them home too.
-  {
-    MutexLock l(&journal_mu_);
-    if (absl::Status s = journal_->Sync(); !s.ok()) return s;
-  }
   return region_->health();
 }
 

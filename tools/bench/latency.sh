@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Latency of WAL writes while other files are created, fsynced, renamed and unlinked,
-# and of durable create/rename/unlink, on walfs in msync mode with the pool on the local
+# of durable create/rename/unlink, and how soon an unlinked file's space shows free in
+# statfs, on walfs in msync mode with the pool on the local
 # disk, against the same disk's file system directly (walfs_latbench, in one run,
 # repetitions interleaved). Several walfs daemons can be compared side by side (a build
 # of another commit as "before"). Run as root from a built tree.
@@ -13,6 +14,8 @@
 #     --reps N             repetitions per target (default 3)
 #     --seconds N          each phase of the interference run (default 5)
 #     --ops N              operations of each kind in the metadata run (default 200)
+#     --free-mib N         size of the file whose space must show free after unlink
+#                          (default 256)
 #     --pool-size SIZE     pool size for mkfs.walfs (default 1G)
 # Prints per target and figure the median of the repetitions and min..max. Every pool,
 # mount and file it makes is removed on exit.
@@ -25,6 +28,7 @@ REPS=3
 SECONDS_ARG=5
 OPS=200
 POOL_SIZE=1G
+FREE_MIB=256
 declare -a WALFS_SPECS=()
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
@@ -36,6 +40,7 @@ while [ $# -gt 0 ]; do
     --seconds) SECONDS_ARG=$2; shift ;;
     --ops) OPS=$2; shift ;;
     --pool-size) POOL_SIZE=$2; shift ;;
+    --free-mib) FREE_MIB=$2; shift ;;
     -h | --help) usage 0 ;;
     *) echo "latency.sh: unknown option $1" >&2; usage ;;
   esac
@@ -69,7 +74,8 @@ run_target() {
   while read -r key value; do
     printf '%s\t%s\t%s\n' "$name" "$key" "$value" >>"$RAW"
   done < <("$LATBENCH" interference "$dir" --seconds "$SECONDS_ARG"
-           "$LATBENCH" meta "$dir" --ops "$OPS")
+           "$LATBENCH" meta "$dir" --ops "$OPS"
+           "$LATBENCH" free "$dir" --mib "$FREE_MIB")
 }
 
 # run_walfs NAME BINARY: a fresh pool on the disk, mounted, measured, unmounted.

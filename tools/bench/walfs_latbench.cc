@@ -13,11 +13,15 @@
 //       rename = rename + fsync(DIR)
 //       unlink = unlink + fsync(DIR)
 //     Prints the median and p99 of each.
+//   walfs_latbench free DIR [--mib N]
+//     Writes an N MiB file (default 512), fsyncs and closes it, unlinks it, and reports
+//     how long after unlink(2) returned statvfs(DIR) showed the space free again.
 //
 // Output: "key value" lines, latencies in microseconds. Every file it makes is removed
 // before it exits, also when a step fails (exit status 1, with a message).
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -190,10 +194,52 @@ int Meta(const std::string& dir, int ops) {
   return 0;
 }
 
+uint64_t FreeBytes(const std::string& dir) {
+  struct statvfs st;
+  if (statvfs(dir.c_str(), &st) != 0) Die("statvfs " + dir);
+  return static_cast<uint64_t>(st.f_bfree) * st.f_frsize;
+}
+
+int Free(const std::string& dir, int mib) {
+  const std::string path = dir + "/latbench.big";
+  Remember(path);
+  const uint64_t bytes = static_cast<uint64_t>(mib) << 20;
+  const uint64_t before = FreeBytes(dir);
+  {
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) Die("create " + path);
+    std::vector<char> chunk(1 << 20, 'f');
+    for (uint64_t off = 0; off < bytes; off += chunk.size()) {
+      if (pwrite(fd, chunk.data(), chunk.size(), static_cast<off_t>(off)) !=
+          static_cast<ssize_t>(chunk.size())) {
+        Die("write " + path);
+      }
+    }
+    if (fsync(fd) != 0) Die("fsync " + path);
+    close(fd);
+  }
+  // Free again means within 1% of the file of where it was (other files may change).
+  const uint64_t target = before - bytes / 100;
+  if (unlink(path.c_str()) != 0) Die("unlink " + path);
+  const auto t0 = Clock::now();
+  const uint64_t first = FreeBytes(dir);
+  while (FreeBytes(dir) < target) {
+    if (Clock::now() - t0 > std::chrono::seconds(60)) {
+      std::fprintf(stderr, "walfs_latbench: space not free 60 s after unlink\n");
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  Print("free_after_unlink_us", Micros(Clock::now() - t0));
+  std::printf("free_at_first_statfs %d\n", first >= target ? 1 : 0);
+  return 0;
+}
+
 int Usage(int status) {
   std::fprintf(status == 0 ? stdout : stderr,
                "usage: walfs_latbench interference DIR [--seconds N]\n"
-               "       walfs_latbench meta DIR [--ops N]\n");
+               "       walfs_latbench meta DIR [--ops N]\n"
+               "       walfs_latbench free DIR [--mib N]\n");
   return status;
 }
 
@@ -206,7 +252,7 @@ int main(int argc, char** argv) {
   if (argc < 3) return Usage(2);
   const std::string mode = argv[1];
   const std::string dir = argv[2];
-  int seconds = 5, ops = 200;
+  int seconds = 5, ops = 200, mib = 512;
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return Usage(2);
@@ -216,6 +262,8 @@ int main(int argc, char** argv) {
       seconds = v;
     } else if (a == "--ops") {
       ops = v;
+    } else if (a == "--mib") {
+      mib = v;
     } else {
       return Usage(2);
     }
@@ -223,5 +271,6 @@ int main(int argc, char** argv) {
   std::atexit(Cleanup);
   if (mode == "interference") return Interference(dir, seconds);
   if (mode == "meta") return Meta(dir, ops);
+  if (mode == "free") return Free(dir, mib);
   return Usage(2);
 }

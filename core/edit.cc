@@ -1,5 +1,6 @@
 // Pool::Edit: one metadata change, built from copies, committed, then applied
 // (pool.h: "Apply after commit").
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,13 @@ void Pool::Edit::Lock(uint64_t ino) {
   Inode* in = pool_.Find(ino);
   in->mu.Lock();
   locked_.push_back(in);
+}
+
+void Pool::Edit::LockInOrder(std::vector<uint64_t> inos) {
+  std::sort(inos.begin(), inos.end());
+  for (uint64_t ino : inos) {
+    if (ino != 0 && pool_.Find(ino) != nullptr) Lock(ino);
+  }
 }
 
 const format::InodeRecord& Pool::Edit::View(uint64_t ino) {

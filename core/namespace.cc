@@ -254,6 +254,7 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
   // next open.
   if (absl::Status h = region_->health(); !h.ok()) return h;
   Edit e(*this);
+  e.LockInOrder({parent, ino});
   auto slot = e.NewSlot();
   if (!slot.ok()) return slot.status();
   format::InodeRecord& r = e.Rec(ino);
@@ -314,6 +315,7 @@ absl::StatusOr<Attr> Pool::Link(InodeId ino, InodeId new_parent, std::string_vie
   if (!dir.ok()) return dir.status();
   if ((*dir)->names.contains(AsKey(new_name))) return PosixError(new_name, EEXIST);
   Edit e(*this);
+  e.LockInOrder({ino, new_parent});
   auto slot = e.NewSlot();
   if (!slot.ok()) return slot.status();
   e.SetDirent(*slot, new_parent, ino, new_name);
@@ -341,6 +343,7 @@ absl::Status Pool::Unlink(InodeId parent, std::string_view name) {
     const uint64_t ino = dirents_.at(slot).child;
     if (IsDir(inodes_[ino]->rec)) return PosixError(name, EISDIR);
     Edit e(*this);
+    e.LockInOrder({parent, ino});
     e.RemoveDirent(slot);
     DropLink(e, ino);
     Touch(e.Rec(parent), true);
@@ -370,6 +373,7 @@ absl::Status Pool::Rmdir(InodeId parent, std::string_view name) {
     if (!IsDir(victim.rec)) return PosixError(name, ENOTDIR);
     if (!victim.names.empty()) return PosixError(name, ENOTEMPTY);
     Edit e(*this);
+    e.LockInOrder({parent, ino});
     e.RemoveDirent(slot);
     DropLink(e, ino);
     format::InodeRecord& p = e.Rec(parent);
@@ -419,6 +423,7 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
     if (target_exists && src_ino == dst_ino) return absl::OkStatus();  // POSIX: no-op
 
     Edit e(*this);
+    e.LockInOrder({parent, new_parent, src_ino, dst_ino});
     if (flags & kRenameExchange) {
       Inode& dst = *inodes_[dst_ino];
       if (IsDir(dst.rec) && parent != new_parent && IsAncestor(dst_ino, parent)) {

@@ -169,6 +169,11 @@ class Pool {
     // The record as this edit sees it (its copy, or the live record), without rewriting
     // it; locks the inode like Rec, so what it shows cannot change before the edit ends.
     const format::InodeRecord& View(uint64_t ino);
+    // Locks these live inodes now, in ascending order: an edit that touches several
+    // calls it first, so every edit takes inode locks in one order (data-path threads
+    // hold only one, and edits run one at a time under ns_mu_, so this is for lock-order
+    // checkers more than for safety).
+    void LockInOrder(std::vector<uint64_t> inos);
     // A free inode number for a new inode of this type, owned by `c`; ENOSPC without one.
     absl::StatusOr<uint64_t> NewInode(format::InodeType type, uint32_t mode, const Caller& c);
     absl::StatusOr<uint64_t> NewSlot();

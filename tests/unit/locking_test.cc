@@ -80,6 +80,13 @@ class GatedRegion final : public PersistentRegion {
   int parked_ = 0;
 };
 
+// Opens the gate when it goes out of scope: declared after a future that may be parked,
+// so that a failed assertion returns instead of waiting in the future's destructor.
+struct OpenOnExit {
+  GatedRegion* region;
+  ~OpenOnExit() { region->Open(); }
+};
+
 class LockScopeTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(LockScopeTest, DataPathAndLookupsDoNotWaitForAnotherFilesCommit) {
@@ -104,6 +111,7 @@ TEST_P(LockScopeTest, DataPathAndLookupsDoNotWaitForAnotherFilesCommit) {
   auto create = std::async(std::launch::async, [&] {
     return dir.Create(kRootInode, "xlogtemp.1", 0600, kUser, true).status();
   });
+  OpenOnExit open_for_create{region};
   ASSERT_TRUE(region->AwaitParked()) << "the create never reached its journal persist";
 
   // Meanwhile the other file's data path, lookups, attributes, readdir and statfs all
@@ -132,6 +140,7 @@ TEST_P(LockScopeTest, DataPathAndLookupsDoNotWaitForAnotherFilesCommit) {
     if (dir.Statfs().total_blocks == 0) return "statfs";
     return "";
   });
+  OpenOnExit open_for_others{region};
   ASSERT_EQ(others.wait_for(kPatience), std::future_status::ready)
       << "a data-path or lookup call waited for another file's metadata commit";
   EXPECT_EQ(others.get(), "");
@@ -169,6 +178,7 @@ TEST_P(LockScopeTest, BlocksBeingZeroedAreFreeForStatfsButNotHandedOutYet) {
   region->Close(sb.data_offset, region->size());
   // The last reference goes: the reclaim starts zeroing, and parks in its flush.
   auto forget = std::async(std::launch::async, [&] { dir.Forget(big->ino, 1); });
+  OpenOnExit open_for_forget{region};
   ASSERT_TRUE(region->AwaitParked());
   EXPECT_EQ(dir.Statfs().free_blocks, empty.free_blocks);
   EXPECT_EQ(dir.Statfs().free_inodes + 1, empty.free_inodes);  // the orphan's, until freed
@@ -176,6 +186,7 @@ TEST_P(LockScopeTest, BlocksBeingZeroedAreFreeForStatfsButNotHandedOutYet) {
   auto seg = std::async(std::launch::async, [&] {
     return dir.Create(kRootInode, kSegment, 0600, kUser, true).status();
   });
+  OpenOnExit open_for_seg{region};
   EXPECT_EQ(seg.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
   region->Open();
   ASSERT_EQ(forget.wait_for(kPatience), std::future_status::ready);

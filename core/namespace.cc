@@ -562,7 +562,7 @@ absl::Status Pool::Readdir(InodeId ino, uint64_t cookie,
   const auto& slots = (*dir)->slots;
   for (auto it = slots.lower_bound(cookie - 2); it != slots.end(); ++it) {
     const Dirent& d = dirents_.at(*it);
-    // A type never changes, and records change only under mu_ exclusive (pool.h).
+    // A type never changes, and an Edit rewrites a record only under mu_ exclusive.
     const DirEntry e{d.name, d.child, DirentType(inodes_[d.child]->rec.type), *it + 3};
     if (!fn(e)) break;
   }

@@ -1,6 +1,7 @@
 // Journal: redo log of whole metadata records.
 #include "core/journal.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -64,8 +65,13 @@ void Transaction::FreeDirent(const format::Superblock& sb, uint64_t slot) {
   Put(DirentOffset(sb, slot), &zero, sizeof(zero));
 }
 
-absl::Status Journal::Commit(const Transaction& txn) {
-  if (txn.empty()) return absl::OkStatus();
+absl::Status Journal::Commit(const Transaction& txn, bool* committed) {
+  *committed = false;
+  if (absl::Status h = region_.health(); !h.ok()) return h;
+  if (txn.empty()) {
+    *committed = true;
+    return absl::OkStatus();
+  }
   buffer_.assign(sizeof(format::JournalHeader), '\0');
   for (const auto& e : txn.entries_) {
     format::JournalEntry je{};
@@ -92,11 +98,25 @@ absl::Status Journal::Commit(const Transaction& txn) {
 
   region_.Store(sb_.journal_offset, buffer_.data(), buffer_.size());
   region_.Persist(sb_.journal_offset, buffer_.size());
+  if (absl::Status h = region_.health(); !h.ok()) {
+    // Not known durable: take it back, so that what the media say does not depend on
+    // whether the failed persist wrote it (an empty journal replays nothing).
+    region_.Fill(sb_.journal_offset, 0, sizeof(format::JournalHeader));
+    region_.Persist(sb_.journal_offset, sizeof(format::JournalHeader));
+    return h;
+  }
+  *committed = true;
 
+  uint64_t lo = UINT64_MAX, hi = 0;
   for (const auto& e : txn.entries_) {
     region_.Store(e.offset, e.bytes.data(), e.bytes.size());
-    region_.Flush(e.offset, e.bytes.size());
+    lo = std::min(lo, e.offset);
+    hi = std::max(hi, e.offset + e.bytes.size());
   }
+  // One flush for all the records: only the record tables lie between them, and every
+  // earlier commit persisted its records before returning, so the span holds no other
+  // unpersisted store.
+  region_.Flush(lo, hi - lo);
   region_.Drain();
   ++sequence_;
   ++commits_;

@@ -3,7 +3,12 @@
 // Commit protocol (two persistence points per transaction):
 //   1. the record images and a header whose CRC covers them are stored in the journal
 //      area and persisted: this is the commit point;
-//   2. each image is stored at its home offset and persisted.
+//   2. each image is stored at its home offset, and all of them are persisted together
+//      (one flush of the range they span and one drain: in msync mode one msync, where
+//      each is an fdatasync of the pool file on a disk).
+// Two persistence points are the minimum with one journal slot: a home record must not
+// reach the media before the transaction naming it is committed, and in msync mode the
+// kernel may write a page back at any moment, so the home stores wait for step 1.
 // The journal is not cleared afterwards: it always holds the newest image of every record
 // it names (all record writes go through it), so Replay at open re-applies the last
 // transaction harmlessly. A torn step 1 fails the CRC and is discarded: the transaction
@@ -50,8 +55,17 @@ class Journal {
       : region_(region), sb_(sb), sequence_(next_sequence) {}
 
   // Writes `txn` atomically and durably (see the protocol above). Fails with the
-  // region's persist error (health()) if any persist so far has failed.
-  absl::Status Commit(const Transaction& txn);
+  // region's persist error (health()) if any persist so far has failed; `committed`
+  // then says whether the commit point was passed:
+  //  - false: the region was unhealthy before the commit, or the journal persist failed.
+  //    Nothing reached the home records, and a journal written but not known durable is
+  //    invalidated (its header zeroed), so the media keep the state before the
+  //    transaction (the previous transaction is already home: the region was healthy
+  //    when it completed). The caller leaves its in-memory state as it was.
+  //  - true: the journal persist succeeded, so the transaction is durable (a replay
+  //    completes the home records whatever their own persist did): the caller applies
+  //    it in memory and still reports the error.
+  absl::Status Commit(const Transaction& txn, bool* committed);
 
   uint64_t commits() const { return commits_; }
 

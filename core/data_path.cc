@@ -55,12 +55,17 @@ absl::Status Pool::Grow(Inode& in, uint64_t bytes) {
   // Segments grow by whole segments; other files by at least what they already have
   // (doubling), so a file written in small appends needs only a few extents. What a
   // file holds past its end is given back at release and truncate (TrimBlocks).
+  absl::Status error;
   if (r.extent_count > 0) {
     const uint64_t ahead = segment ? missing : std::max(missing, have);
-    missing -= std::min(missing, alloc_.ExtendInPlace(r.extents[r.extent_count - 1], ahead));
+    format::Extent& last = r.extents[r.extent_count - 1];
+    const uint64_t end = last.block + last.count;
+    const uint64_t took = alloc_.ExtendInPlace(last, ahead);
+    missing -= std::min(missing, took);
+    // New blocks are checked (or zeroed) before they are handed out (pool_state.h).
+    if (took > 0) error = PrepareBlocks({end, took});
   }
-  absl::Status error;
-  while (missing > 0) {
+  while (missing > 0 && error.ok()) {
     if (r.extent_count == format::kMaxExtents) {
       error = PosixError("file needs more extents than an inode holds (pool fragmented)",
                          ENOSPC);
@@ -86,6 +91,7 @@ absl::Status Pool::Grow(Inode& in, uint64_t bytes) {
     }
     r.extents[r.extent_count++] = *e;
     missing -= std::min(missing, e->count);
+    error = PrepareBlocks(*e);
   }
   if (error.ok()) return error;
   // Undo: give back in-place growth and new extents.
@@ -132,7 +138,7 @@ void Pool::TrimBlocks(uint64_t ino, uint64_t keep, Transaction& txn,
   // The blocks go to a carrier orphan in the same transaction, zeroed and freed after
   // the commit. Without a free inode for the carrier, they stay with the file (zeroed)
   // and are freed when it is.
-  if (free_inodes_.empty()) return;
+  if (free_inodes_.empty() && inode_high_ == sb_.inode_count) return;
   for (uint32_t i = kept.extent_count; i < format::kMaxExtents; ++i) kept.extents[i] = {};
   auto carrier = NewInode(format::InodeType::kRegular, 0, Caller{});
   Inode& c = *inodes_[*carrier];

@@ -207,6 +207,11 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
     DiscardEntry(slot, ino);
     return PosixError("no space for a symlink target", ENOSPC);
   }
+  if (absl::Status s = PrepareBlocks(*block); !s.ok()) {
+    alloc_.Release(*block);
+    DiscardEntry(slot, ino);
+    return s;
+  }
   in.rec.extent_count = 1;
   in.rec.extents[0] = *block;
   in.rec.state = format::InodeState::kOrphan;

@@ -29,6 +29,7 @@
 #include "core/journal.h"
 #include "core/mutex.h"
 #include "core/persistent_region.h"
+#include "core/pool_state.h"
 #include "core/wal_directory.h"
 
 namespace walfs::core {
@@ -132,8 +133,6 @@ class Pool {
   absl::Status LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status LoadDirents(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status CheckTree();
-  // DataLoss naming the first non-zero data block no inode owns (format.h's invariant).
-  absl::Status CheckFreeSpace();
   absl::Status Recover();
 
   // Lookups under mu_ (either mode).
@@ -147,6 +146,16 @@ class Pool {
   absl::StatusOr<uint64_t> NewInode(format::InodeType type, uint32_t mode, const Caller& c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<uint64_t> NewDirentSlot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The next never-used table slot (PoolState's inode_high / dirent_high), zeroed on media
+  // first if an older pool left bytes there; the mark moves past it with the next commit.
+  uint64_t TakeFreshSlot(uint64_t& high, uint64_t table_offset, uint64_t record_size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FreeSpaceGuard::Prepare for blocks just allocated; DataLoss when they must not be
+  // handed out (the caller gives them back).
+  absl::Status PrepareBlocks(const format::Extent& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies the marks (inode_high_, dirent_high_, guard_'s range) into state_ for the
+  // next commit to write.
+  void NoteStateChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A dirent slot and an inode for a new name in directory `parent`: (slot, ino), owned
   // by `caller` (the group is the directory's if it is set-group-ID). DiscardEntry gives
   // both back if the operation fails before CommitEntry; CommitEntry names the inode in
@@ -224,6 +233,11 @@ class Pool {
   std::vector<uint64_t> free_slots_ ABSL_GUARDED_BY(mu_);
   BlockAllocator alloc_ ABSL_GUARDED_BY(mu_);
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
+  // PoolState's table marks and uninitialised range, as this process sees them (they
+  // only move forward, before the commit that writes them).
+  uint64_t inode_high_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t dirent_high_ ABSL_GUARDED_BY(mu_) = 0;
+  FreeSpaceGuard guard_ ABSL_GUARDED_BY(mu_);
   struct ZeroTail {
     uint64_t ino = 0, from = 0, to = 0;  // file bytes [from, to) of ino
   };
@@ -231,6 +245,9 @@ class Pool {
 
   Mutex journal_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::unique_ptr<Journal> journal_ ABSL_GUARDED_BY(journal_mu_);
+  // The PoolState image the next commit adds when state_dirty_ (Commit).
+  format::PoolState state_ ABSL_GUARDED_BY(journal_mu_){};
+  bool state_dirty_ ABSL_GUARDED_BY(journal_mu_) = false;
 
   std::atomic<uint32_t> reclaims_in_flight_{0};
   std::atomic<uint64_t> reclaims_done_{0};

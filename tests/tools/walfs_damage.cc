@@ -237,6 +237,28 @@ bool FreeSpaceNotZero(Pool& p) {
   return true;
 }
 
+format::PoolState* State(Pool& p) {
+  return reinterpret_cast<format::PoolState*>(p.At(format::kStateOffset));
+}
+
+// The state record fails its checksum (the journal's image too, if it names it).
+bool StateChecksum(Pool& p) {
+  State(p)->inode_high ^= 1;
+  SyncJournal(p, format::kStateOffset, sizeof(format::PoolState));
+  return true;
+}
+
+// A well-formed state record whose uninitialised range covers the files' blocks: their
+// data would be zeroed as never-allocated space.
+bool StateUninitOwned(Pool& p) {
+  format::PoolState* s = State(p);
+  s->uninit_begin = 0;
+  s->uninit_end = p.sb.data_blocks;
+  s->crc = core::RecordCrc(s, sizeof(*s));
+  SyncJournal(p, format::kStateOffset, sizeof(format::PoolState));
+  return true;
+}
+
 // A file whose only name is gone: live, nlink 1, reachable from nowhere.
 bool LostFile(Pool& p) {
   const auto files = FilesWithData(p);
@@ -381,6 +403,9 @@ const std::vector<Kind>& Kinds() {
       {"nlink", "a file's link count is 4 too high", WrongLinkCount},
       {"dir-cycle", "two directories are each other's parent", DirectoryCycle},
       {"free-space", "a free data block is not zero", FreeSpaceNotZero},
+      {"state-crc", "the state record fails its checksum", StateChecksum},
+      {"state-uninit", "the state record's uninitialised range covers the files",
+       StateUninitOwned},
       {"lost-file", "a file's only directory entry is gone", LostFile},
       {"inode-crc", "a file's inode record fails its checksum", InodeChecksum},
       {"dirent-free-inode", "an entry names a free inode", DirentToFreeInode},

@@ -112,8 +112,13 @@ std::string SuperblockError(const Superblock& sb, uint64_t region_size) {
                             : "bad magic (not a walfs superblock)";
   }
   if (sb.version != format::kVersion) {
-    return absl::StrCat("unsupported format version ", sb.version, " (expected ",
-                        format::kVersion, ")");
+    return absl::StrCat(
+        "unsupported format version ", sb.version, " (this walfs reads version ",
+        format::kVersion, ")",
+        sb.version < format::kVersion
+            ? ": the pool was made by an older mkfs.walfs; copy its files out with that "
+              "version's walfsctl export, then mkfs.walfs --force it"
+            : ": the pool was made by a newer walfs");
   }
   if (sb.superblock_size != sizeof(Superblock)) {
     return absl::StrCat("superblock_size is ", sb.superblock_size, ", expected ",

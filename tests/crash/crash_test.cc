@@ -11,6 +11,11 @@
 //    its newest content, with a size from one of those: nothing acknowledged by fsync,
 //    fdatasync, fsyncdir, an O_DSYNC write, or (on PMEM) any returned write is lost;
 //  - recovering the recovered image again gives the same state (idempotent recovery).
+// Scenarios named "over_old_pool_*" run on a pool formatted lazily (format v2, PoolState)
+// over a used pool, as mkfs.walfs --force leaves it: old records above the table marks,
+// old data in the uninitialised range. So the marks, the zeroing of fresh slots and of
+// uninitialised blocks at allocation, and the state record's journal commits are
+// crash-tested too.
 // The test prints how many crash states it checked.
 #include <sys/stat.h>
 
@@ -235,7 +240,9 @@ class CrashHarness {
 
   // Runs `steps`, checking every crash state of every step; returns states checked.
   uint64_t Run(const std::string& name, const std::vector<Step>& steps) {
-    auto region = std::make_unique<RecordingRegion>(FreshPool(), pmem_);
+    const bool over_old = name.rfind("over_old_pool_", 0) == 0;
+    auto region = std::make_unique<RecordingRegion>(over_old ? PoolOverOldPool() : FreshPool(),
+                                                    pmem_);
     RecordingRegion* rec = region.get();
     auto opened = WalDirectory::Open(std::move(region));
     EXPECT_TRUE(opened.ok()) << opened.status();
@@ -281,6 +288,34 @@ class CrashHarness {
     opts.segment_size = kSegment;
     opts.inode_count = 32;
     opts.region_is_zero = true;
+    EXPECT_TRUE(FormatPool(r, opts).ok());
+    return r.bytes();
+  }
+
+  // A used pool (files, segments with data, freed blocks), formatted again lazily.
+  std::string PoolOverOldPool() {
+    auto region = std::make_unique<MemoryRegion>(FreshPool(), true);
+    MemoryRegion* raw = region.get();
+    auto old = WalDirectory::Open(std::move(region));
+    EXPECT_TRUE(old.ok()) << old.status();
+    if (!old.ok()) return "";
+    WalDirectory& d = **old;
+    for (int i = 0; i < 12; ++i) {
+      const std::string name = i < 3 ? absl::StrCat("00000001000000000000001", i)
+                                     : absl::StrCat("old", i);
+      auto f = d.Create(kRootInode, name, 0600, kPg, true);
+      EXPECT_TRUE(f.ok()) << f.status();
+      if (!f.ok()) return "";
+      const std::string bytes(i < 3 ? kSegment : 5000 + i, static_cast<char>('A' + i));
+      EXPECT_TRUE(d.Write(f->ino, 0, absl::MakeConstSpan(bytes.data(), bytes.size()), false).ok());
+      d.Forget(f->ino, 1);
+    }
+    EXPECT_TRUE(d.Unlink(kRootInode, "old5").ok());  // a freed file: zeroed, free
+    EXPECT_TRUE(d.Close().ok());
+    MemoryRegion r(raw->bytes());
+    FormatOptions opts;
+    opts.segment_size = kSegment;
+    opts.inode_count = 32;
     EXPECT_TRUE(FormatPool(r, opts).ok());
     return r.bytes();
   }
@@ -621,6 +656,18 @@ std::map<std::string, std::vector<Step>> Scenarios() {
         FsyncDir("/archive_status"), Fsync(s1), Rename(s1, s3), FsyncDir("/"),
         Unlink("/archive_status/" + std::string(kSeg1) + ".done"), FsyncDir("/archive_status"),
         Write(s2, 0, Pattern(8192, 'r')), Fsync(s2), Unlink(s3), FsyncDir("/")}});
+  // After mkfs --force over a used pool (see the top of this file): fresh inode and
+  // dirent slots over old records, segments and small files from the uninitialised
+  // range's two ends, a freed segment's blocks reused.
+  s["over_old_pool_lifecycle"] = Concat(
+      {{Mkdir("/archive_status"), Create("/history"), Write("/history", 0, Pattern(5000, 'h'), true)},
+       InstallSegment("/xlogtemp.1", s1),
+       {Write(s1, 0, Pattern(8192, 'w')), Fsync(s1),
+        Create("/archive_status/" + std::string(kSeg1) + ".ready"),
+        Link("/history", "/history.bak"), Unlink("/history")},
+       InstallSegment("/xlogtemp.2", s2),
+       {Unlink(s1), FsyncDir("/")},
+       InstallSegment("/xlogtemp.3", s3)});
   return s;
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -292,6 +293,34 @@ TEST(PoolStateTest, UninitialisedRangeOverAFileIsRefused) {
   auto again = dir->Lookup(kRoot, kSegment1);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(ReadAll(*dir, again->ino, 4), "data");
+}
+
+// A version 1 pool (no state block) is refused by open and fsck, saying what to do.
+TEST(PoolStateTest, VersionOnePoolsAreRefusedWithAClearMessage) {
+  std::string image = testing::FormattedImage();
+  format::Superblock sb = SuperblockOf(image);
+  sb.version = 1;
+  sb.crc = Crc32c(0, &sb, offsetof(format::Superblock, crc));
+  for (uint64_t off : format::kSuperblockOffset) {
+    std::memcpy(image.data() + off, &sb, sizeof(sb));
+  }
+  auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find(
+                "unsupported format version 1 (this walfs reads version 2): the pool was "
+                "made by an older mkfs.walfs; copy its files out"),
+            std::string::npos)
+      << dir.status();
+  MemoryRegion region(image);
+  auto report = CheckPool(region, FsckOptions{});
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->clean());
+  bool named = false;
+  for (const auto& p : report->problems) {
+    named |= p.what.find("unsupported format version 1 (this walfs reads version 2)") !=
+             std::string::npos;
+  }
+  EXPECT_TRUE(named);
 }
 
 // The guard itself: verified ranges are read once, uninitialised ones zeroed and cut

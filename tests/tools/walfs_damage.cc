@@ -242,6 +242,28 @@ format::PoolState* State(Pool& p) {
 }
 
 // The state record fails its checksum (the journal's image too, if it names it).
+// Records planted in slots a pool has not used yet (above the state record's marks,
+// format.h) would never be read: raise the marks over them, as if the pool had used
+// those slots, so the damage is where the file system and fsck look.
+uint64_t UsedHigh(const Pool& p, uint64_t offset, uint64_t count, uint64_t size) {
+  for (uint64_t i = count; i-- > 0;) {
+    const char* r = p.At(offset + i * size);
+    if (std::any_of(r, r + size, [](char c) { return c != 0; })) return i + 1;
+  }
+  return 0;
+}
+bool CoverPlanted(Pool& p) {
+  format::PoolState* s = State(p);
+  if (core::RecordCrc(s, sizeof(*s)) != s->crc) return Fail("the state record is damaged");
+  s->inode_high = std::max(s->inode_high, UsedHigh(p, p.sb.inode_table_offset,
+                                                   p.sb.inode_count, format::kInodeSize));
+  s->dirent_high = std::max(s->dirent_high, UsedHigh(p, p.sb.dirent_table_offset,
+                                                     p.sb.dirent_count, format::kDirentSize));
+  s->crc = core::RecordCrc(s, sizeof(*s));
+  SyncJournal(p, format::kStateOffset, sizeof(format::PoolState));
+  return true;
+}
+
 bool StateChecksum(Pool& p) {
   State(p)->inode_high ^= 1;
   SyncJournal(p, format::kStateOffset, sizeof(format::PoolState));
@@ -297,7 +319,7 @@ bool DirentToFreeInode(Pool& p) {
     d->parent = format::kRootInode;
     d->child = free_ino;
     SealDirent(p, d);
-    return true;
+    return CoverPlanted(p);
   }
   return Fail("no free inode or dirent slot");
 }
@@ -380,7 +402,7 @@ bool SymlinkParent(Pool& p) {
   name(free_slots[1], dir_ino, file_ino, format::InodeType::kRegular, "pwned");
   name(free_slots[2], format::kRootInode, link_ino, format::InodeType::kSymlink, "evil");
   name(free_slots[3], link_ino, file_ino, format::InodeType::kRegular, "pwned");
-  return true;
+  return CoverPlanted(p);
 }
 
 struct Kind {

@@ -49,9 +49,9 @@ class FreeSpaceGuard {
   // Makes the blocks of `e` (just taken from free space) safe to hand out as zeros:
   // zeroes and persists the part in the uninitialised range and shrinks the range (the
   // caller commits the new range in its PoolState with, or before, the allocation; the
-  // zeros are durable first, so either order is safe), and reads the part free since open and not yet verified. DataLoss
-  // naming the first non-zero block if a verified part is not zero: the caller must
-  // give `e` back, not hand it out. Costs at most the extent's size in reads or writes,
+  // zeros are durable first, so either order is safe), and reads the part free since
+  // open and not yet verified. DataLoss naming the first non-zero block if a verified
+  // part is not zero: the caller must give `e` back, not hand it out. Costs at most the extent's size in reads or writes,
   // as long as `e` touches the uninitialised range only at one of its ends, which
   // BlockAllocator guarantees (it takes the start or the end of a free run); an extent
   // in its middle also zeroes the blocks below it.

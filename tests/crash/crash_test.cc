@@ -657,17 +657,15 @@ std::map<std::string, std::vector<Step>> Scenarios() {
         Unlink("/archive_status/" + std::string(kSeg1) + ".done"), FsyncDir("/archive_status"),
         Write(s2, 0, Pattern(8192, 'r')), Fsync(s2), Unlink(s3), FsyncDir("/")}});
   // After mkfs --force over a used pool (see the top of this file): fresh inode and
-  // dirent slots over old records, segments and small files from the uninitialised
-  // range's two ends, a freed segment's blocks reused.
+  // dirent slots over old records, a segment and a small file from the uninitialised
+  // range's two ends. One segment only: in msync mode its zeroing leaves every page of
+  // it in flight at one msync, which is most of the states checked.
   s["over_old_pool_lifecycle"] = Concat(
-      {{Mkdir("/archive_status"), Create("/history"), Write("/history", 0, Pattern(5000, 'h'), true)},
+      {{Mkdir("/archive_status"), Create("/history"),
+        Write("/history", 0, Pattern(5000, 'h'), true)},
        InstallSegment("/xlogtemp.1", s1),
-       {Write(s1, 0, Pattern(8192, 'w')), Fsync(s1),
-        Create("/archive_status/" + std::string(kSeg1) + ".ready"),
-        Link("/history", "/history.bak"), Unlink("/history")},
-       InstallSegment("/xlogtemp.2", s2),
-       {Unlink(s1), FsyncDir("/")},
-       InstallSegment("/xlogtemp.3", s3)});
+       {Create("/archive_status/" + std::string(kSeg1) + ".ready"), Unlink("/history"),
+        FsyncDir("/")}});
   return s;
 }
 

@@ -214,7 +214,9 @@ TEST(PoolStateTest, BadStateRecordsAreRefusedAndRepaired) {
       {"inode_high 1", [](format::PoolState& s, const format::Superblock&) { s.inode_high = 1; },
        "inode_high 1 is not within"},
       {"inode_high past the table",
-       [](format::PoolState& s, const format::Superblock& sb) { s.inode_high = sb.inode_count + 1; },
+       [](format::PoolState& s, const format::Superblock& sb) {
+         s.inode_high = sb.inode_count + 1;
+       },
        "is not within 2.."},
       {"dirent_high past the table",
        [](format::PoolState& s, const format::Superblock& sb) {
@@ -232,7 +234,8 @@ TEST(PoolStateTest, BadStateRecordsAreRefusedAndRepaired) {
          s.uninit_end = sb.data_blocks + 1;
        },
        "is not within the"},
-      {"reserved bytes", [](format::PoolState& s, const format::Superblock&) { s.reserved1[7] = 1; },
+      {"reserved bytes",
+       [](format::PoolState& s, const format::Superblock&) { s.reserved1[7] = 1; },
        "reserved bytes"},
   };
   for (const Case& c : cases) {

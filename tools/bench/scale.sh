@@ -95,8 +95,8 @@ dir_of() { if [ "$1" = tmpfs ]; then echo "$TMPFS_DIR"; else echo "$DISK_DIR"; f
 unmount() {
   fusermount3 -u "$MNT"
   local i
-  for ((i = 0; i < 200; i++)); do
-    # The daemon holds the pool's lock until it exits.
+  for ((i = 0; i < 3000; i++)); do
+    # The daemon holds the pool's lock until it exits (msync mode syncs the pool first).
     flock -n "$1" true 2>/dev/null && return 0
     sleep 0.05
   done

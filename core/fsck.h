@@ -63,7 +63,7 @@ struct FsckOptions {
   bool scan_data = true;
   // Called with (blocks scanned, blocks to scan) while free space is read (scan_data),
   // every 64 MiB and once at the end: fsck.walfs -C.
-  std::function<void(uint64_t, uint64_t)> progress;
+  std::function<void(uint64_t, uint64_t)> progress = nullptr;
 };
 
 struct FsckProblem {

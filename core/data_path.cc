@@ -57,6 +57,7 @@ absl::Status Pool::Grow(format::InodeRecord& r, uint64_t bytes,
   // Segments grow by whole segments; other files by at least what they already have
   // (doubling), so a file written in small appends needs only a few extents. What a
   // file holds past its end is given back at release and truncate (TrimBlocks).
+  absl::Status error;
   if (r.extent_count > 0) {
     const uint64_t ahead = segment ? missing : std::max(missing, have);
     format::Extent& last = r.extents[r.extent_count - 1];
@@ -64,9 +65,10 @@ absl::Status Pool::Grow(format::InodeRecord& r, uint64_t bytes,
     const uint64_t got = alloc_.ExtendInPlace(last, ahead);
     if (got > 0) mine.push_back({end, got});
     missing -= std::min(missing, got);
+    // New blocks are checked (or zeroed) before they are handed out (pool_state.h).
+    if (got > 0) error = PrepareBlocks({end, got});
   }
-  absl::Status error;
-  while (missing > 0) {
+  while (missing > 0 && error.ok()) {
     if (r.extent_count == format::kMaxExtents) {
       error = PosixError("file needs more extents than an inode holds (pool fragmented)",
                          ENOSPC);
@@ -93,6 +95,7 @@ absl::Status Pool::Grow(format::InodeRecord& r, uint64_t bytes,
     r.extents[r.extent_count++] = *e;
     mine.push_back(*e);
     missing -= std::min(missing, e->count);
+    error = PrepareBlocks(*e);
   }
   if (error.ok()) {
     taken.insert(taken.end(), mine.begin(), mine.end());

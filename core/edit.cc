@@ -48,9 +48,17 @@ format::InodeRecord& Pool::Edit::Rec(uint64_t ino) {
 
 absl::StatusOr<uint64_t> Pool::Edit::NewInode(format::InodeType type, uint32_t mode,
                                               const Caller& c) {
-  if (pool_.free_inodes_.empty()) return PosixError("no free inodes", ENOSPC);
-  const uint64_t ino = pool_.free_inodes_.back();
-  pool_.free_inodes_.pop_back();
+  uint64_t ino;
+  if (!pool_.free_inodes_.empty()) {
+    ino = pool_.free_inodes_.back();
+    pool_.free_inodes_.pop_back();
+  } else if (pool_.inode_high_ < pool_.sb_.inode_count) {
+    ino = pool_.TakeFreshSlot(pool_.inode_high_, pool_.sb_.inode_table_offset,
+                              format::kInodeSize);
+  } else {
+    return PosixError("no free inodes", ENOSPC);
+  }
+  // A dropped edit puts it on the free list either way (a fresh slot is zero).
   new_inodes_.push_back(ino);
   format::InodeRecord r{};
   r.state = format::InodeState::kLive;
@@ -66,9 +74,16 @@ absl::StatusOr<uint64_t> Pool::Edit::NewInode(format::InodeType type, uint32_t m
 }
 
 absl::StatusOr<uint64_t> Pool::Edit::NewSlot() {
-  if (pool_.free_slots_.empty()) return PosixError("directory entry table is full", ENOSPC);
-  const uint64_t slot = pool_.free_slots_.back();
-  pool_.free_slots_.pop_back();
+  uint64_t slot;
+  if (!pool_.free_slots_.empty()) {
+    slot = pool_.free_slots_.back();
+    pool_.free_slots_.pop_back();
+  } else if (pool_.dirent_high_ < pool_.sb_.dirent_count) {
+    slot = pool_.TakeFreshSlot(pool_.dirent_high_, pool_.sb_.dirent_table_offset,
+                               format::kDirentSize);
+  } else {
+    return PosixError("directory entry table is full", ENOSPC);
+  }
   new_slots_.push_back(slot);
   return slot;
 }

@@ -17,8 +17,10 @@ uint64_t DirentOffset(const format::Superblock& sb, uint64_t slot) {
   return sb.dirent_table_offset + slot * format::kDirentSize;
 }
 
-// True when [off, off+len) is exactly one record of one of the metadata tables.
+// True when [off, off+len) is exactly one record of one of the metadata tables, or the
+// state record.
 bool IsRecordTarget(const format::Superblock& sb, uint64_t off, uint64_t len) {
+  if (off == format::kStateOffset) return len == sizeof(format::PoolState);
   if (len == format::kInodeSize && off >= sb.inode_table_offset &&
       off < sb.inode_table_offset + sb.inode_count * format::kInodeSize) {
     return (off - sb.inode_table_offset) % format::kInodeSize == 0 &&
@@ -53,6 +55,11 @@ void Transaction::PutDirent(const format::Superblock& sb, uint64_t slot,
                             format::DirentRecord rec) {
   rec.crc = RecordCrc(&rec, sizeof(rec));
   Put(DirentOffset(sb, slot), &rec, sizeof(rec));
+}
+
+void Transaction::PutState(format::PoolState state) {
+  state.crc = RecordCrc(&state, sizeof(state));
+  Put(format::kStateOffset, &state, sizeof(state));
 }
 
 void Transaction::FreeInode(const format::Superblock& sb, uint64_t ino) {

@@ -1,4 +1,4 @@
-// Journal: makes a set of inode/dirent record writes atomic across power failure.
+// Journal: makes a set of inode/dirent/state record writes atomic across power failure.
 //
 // Commit protocol (two persistence points per transaction):
 //   1. the record images and a header whose CRC covers them are stored in the journal
@@ -36,6 +36,7 @@ class Transaction {
   void PutInode(const format::Superblock& sb, uint64_t ino, format::InodeRecord rec);
   void PutDirent(const format::Superblock& sb, uint64_t slot, format::DirentRecord rec);
   void FreeInode(const format::Superblock& sb, uint64_t ino);
+  void PutState(format::PoolState state);
   void FreeDirent(const format::Superblock& sb, uint64_t slot);
   bool empty() const { return entries_.empty(); }
 
@@ -79,7 +80,7 @@ class Journal {
   };
   // Applies the committed transaction in the journal, if any (skipped when `apply` is
   // false: read-only opens and fsck report without writing). DataLoss if a transaction
-  // with a valid CRC names something other than a whole inode or dirent record.
+  // with a valid CRC names something other than a whole inode, dirent or state record.
   static absl::StatusOr<ReplayResult> Replay(PersistentRegion& region,
                                              const format::Superblock& sb, bool apply);
 

@@ -228,13 +228,16 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
     Edit orphan(*this);
     // The entry's slot is taken in the second edit; checking for one now keeps a full
     // table from costing a commit.
-    if (free_slots_.empty()) return PosixError("directory entry table is full", ENOSPC);
+    if (free_slots_.empty() && dirent_high_ == sb_.dirent_count) {
+      return PosixError("directory entry table is full", ENOSPC);
+    }
     auto made = NewEntryInode(orphan, parent, format::InodeType::kSymlink, 0777, caller);
     if (!made.ok()) return made.status();
     ino = *made;
     std::optional<format::Extent> b = alloc_.AllocateHigh(1);
     if (!b) return PosixError("no space for a symlink target", ENOSPC);
-    orphan.allocated().push_back(*b);
+    orphan.allocated().push_back(*b);  // given back if the edit is dropped
+    if (absl::Status s = PrepareBlocks(*b); !s.ok()) return s;
     block = *b;
     format::InodeRecord& r = orphan.Rec(ino);
     r.size = target.size();

@@ -121,7 +121,26 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay) {
   if (read_only_) {
     for (const auto& [off, bytes] : replay.images) overlay[off] = bytes.data();
   }
+  format::PoolState state;
+  {
+    const auto ov = overlay.find(format::kStateOffset);
+    std::memcpy(&state,
+                ov != overlay.end() ? ov->second : region_->data() + format::kStateOffset,
+                sizeof(state));
+  }
+  if (std::string e = PoolStateError(state, sb_); !e.empty()) {
+    return absl::DataLossError(absl::StrCat("state record (offset ", format::kStateOffset,
+                                            "): ", e, "; run fsck.walfs --repair"));
+  }
+  {
+    MutexLock jl(&journal_mu_);
+    state_ = state;
+  }
+  MutexLock ns(&ns_mu_);
   MutexLock l(&mu_);
+  inode_high_ = state.inode_high;
+  dirent_high_ = state.dirent_high;
+  guard_.Init(state.uninit_begin, state.uninit_end, {});  // the range, for LoadInodes
   next_generation_ = std::max<uint64_t>(next_generation_, replay.sequence + 1);
   absl::Status s = LoadInodes(overlay);
   if (!s.ok()) return s;
@@ -129,7 +148,9 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay) {
   if (!s.ok()) return s;
   s = CheckTree();
   if (!s.ok()) return s;
-  return CheckFreeSpace();
+  // Free space is not read here (pool_state.h): blocks are checked when first allocated.
+  guard_.Init(state.uninit_begin, state.uninit_end, alloc_.free_runs());
+  return absl::OkStatus();
 }
 
 absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay) {
@@ -140,7 +161,8 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
                                             sb_.inode_table_offset, ") is not zero"));
   }
   const uint64_t data_bytes = sb_.data_blocks * kBlockSize;
-  for (uint64_t ino = sb_.inode_count - 1; ino >= 1; --ino) {
+  // Slots at or above inode_high_ were never used (format.h) and are not read.
+  for (uint64_t ino = inode_high_ - 1; ino >= 1; --ino) {
     const uint64_t off = sb_.inode_table_offset + ino * format::kInodeSize;
     const auto ov = overlay.find(off);
     const char* raw = ov != overlay.end() ? ov->second : region_->data() + off;
@@ -179,6 +201,13 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
     for (uint32_t i = 0; i < rec.extent_count; ++i) {
       absl::Status s = alloc_.Reserve(rec.extents[i]);
       if (!s.ok()) return absl::DataLossError(absl::StrCat(where(), s.message()));
+      const format::Extent& x = rec.extents[i];
+      if (x.block < guard_.uninit_end() && x.block + x.count > guard_.uninit_begin()) {
+        return absl::DataLossError(absl::StrCat(
+            where(), "extent [", x.block, ", +", x.count,
+            ") lies in the range no file has used since mkfs (blocks ", guard_.uninit_begin(),
+            "..", guard_.uninit_end(), ")"));
+      }
     }
     const uint64_t limit = rec.type != format::InodeType::kSymlink
                                ? AllocatedBlocks(rec) * kBlockSize
@@ -215,7 +244,7 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
 }
 
 absl::Status Pool::LoadDirents(const absl::flat_hash_map<uint64_t, const char*>& overlay) {
-  for (uint64_t slot = sb_.dirent_count; slot-- > 0;) {
+  for (uint64_t slot = dirent_high_; slot-- > 0;) {
     const uint64_t off = sb_.dirent_table_offset + slot * format::kDirentSize;
     const auto ov = overlay.find(off);
     const char* raw = ov != overlay.end() ? ov->second : region_->data() + off;
@@ -325,38 +354,6 @@ absl::Status Pool::CheckTree() {
   return absl::OkStatus();
 }
 
-absl::Status Pool::CheckFreeSpace() {
-  // New files and segments get free blocks without writing them (their zeros are
-  // elided), so a non-zero free block would surface as stale bytes in a new WAL
-  // segment. Reading the data area not owned by a file costs a memory scan at open
-  // (README: about 0.17 s per GiB of free space on tmpfs).
-  std::vector<format::Extent> owned;
-  for (const auto& in : inodes_) {
-    if (in == nullptr) continue;
-    for (uint32_t i = 0; i < in->rec.extent_count; ++i) owned.push_back(in->rec.extents[i]);
-  }
-  std::sort(owned.begin(), owned.end(), [](const format::Extent& a, const format::Extent& b) {
-    return a.block < b.block;
-  });
-  auto scan = [&](uint64_t begin, uint64_t end) -> absl::Status {
-    for (uint64_t b = begin; b < end; ++b) {
-      if (!AllZero(region_->data() + sb_.data_offset + b * kBlockSize, kBlockSize)) {
-        return absl::DataLossError(absl::StrCat(
-            "data block ", b, " (offset ", sb_.data_offset + b * kBlockSize,
-            ") is free space but not zero; run fsck.walfs --repair"));
-      }
-    }
-    return absl::OkStatus();
-  };
-  uint64_t cursor = 0;
-  for (const auto& e : owned) {
-    absl::Status s = scan(cursor, e.block);
-    if (!s.ok()) return s;
-    cursor = std::max(cursor, e.block + e.count);
-  }
-  return scan(cursor, sb_.data_blocks);
-}
-
 absl::Status Pool::Recover() {
   // Orphans: nothing is open after a restart, so all of them go.
   std::vector<uint64_t> orphans;
@@ -438,6 +435,37 @@ Attr Pool::MakeAttr(InodeId ino, const format::InodeRecord& r) const {
   a.ctime_ns = r.ctime_ns;
   a.rdev = r.rdev;
   return a;
+}
+
+uint64_t Pool::TakeFreshSlot(uint64_t& high, uint64_t table_offset, uint64_t record_size) {
+  const uint64_t slot = high++;
+  // Below the mark a slot is a valid record or zero (format.h), and a slot handed out
+  // may go back to the free list unwritten (DiscardEntry): zero it before the mark that
+  // covers it can be committed. Free after a new file or an earlier use; a write only
+  // when mkfs --force left an older pool's bytes.
+  const uint64_t off = table_offset + slot * record_size;
+  if (!AllZero(region_->data() + off, record_size)) {
+    region_->Fill(off, 0, record_size);
+    region_->Persist(off, record_size);
+  }
+  NoteStateChanged();
+  return slot;
+}
+
+absl::Status Pool::PrepareBlocks(const format::Extent& e) {
+  const uint64_t begin = guard_.uninit_begin(), end = guard_.uninit_end();
+  absl::Status s = guard_.Prepare(*region_, sb_.data_offset, e);
+  if (guard_.uninit_begin() != begin || guard_.uninit_end() != end) NoteStateChanged();
+  return s;
+}
+
+void Pool::NoteStateChanged() {
+  MutexLock l(&journal_mu_);
+  state_.inode_high = inode_high_;
+  state_.dirent_high = dirent_high_;
+  state_.uninit_begin = guard_.uninit_begin();
+  state_.uninit_end = guard_.uninit_end();
+  state_dirty_ = true;
 }
 
 void Pool::AddName(uint64_t slot, uint64_t parent, uint64_t child, std::string_view name) {
@@ -525,7 +553,8 @@ void Pool::Reclaim(uint64_t ino) {
 
 void Pool::PublishFree() {
   free_blocks_.store(alloc_.free_blocks());
-  free_inodes_count_.store(free_inodes_.size());
+  // Slots at or above the mark were never used (format.h) and are free too.
+  free_inodes_count_.store(free_inodes_.size() + (sb_.inode_count - inode_high_));
 }
 
 FsStats Pool::Statfs() {
@@ -595,7 +624,16 @@ absl::Status Pool::Commit(const Transaction& txn, bool* committed) {
   absl::Status s;
   {
     MutexLock l(&journal_mu_);
-    s = journal_->Commit(txn, &done);
+    if (state_dirty_) {
+      // The marks moved (a fresh slot or uninitialised blocks taken): they commit with
+      // the first transaction after, which is the one using them or an earlier one.
+      Transaction with_state = txn;
+      with_state.PutState(state_);
+      s = journal_->Commit(with_state, &done);
+      if (done) state_dirty_ = false;
+    } else {
+      s = journal_->Commit(txn, &done);
+    }
   }
   if (done) counters_.journal_commits.fetch_add(1, std::memory_order_relaxed);
   if (committed != nullptr) *committed = done;

@@ -48,6 +48,7 @@
 #include "core/journal.h"
 #include "core/mutex.h"
 #include "core/persistent_region.h"
+#include "core/pool_state.h"
 #include "core/wal_directory.h"
 
 namespace walfs::core {
@@ -224,8 +225,6 @@ class Pool {
   absl::Status LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status LoadDirents(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status CheckTree();
-  // DataLoss naming the first non-zero data block no inode owns (format.h's invariant).
-  absl::Status CheckFreeSpace();
   absl::Status Recover();
 
   // Lookups under mu_ (either mode) or ns_mu_ (the only writer of what they read).
@@ -265,6 +264,16 @@ class Pool {
   void DropLink(Edit& e, uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
   static void Touch(format::InodeRecord& r, bool mtime);
   bool IsAncestor(uint64_t dir, uint64_t of) const ABSL_SHARED_LOCKS_REQUIRED(ns_mu_);
+  // The next never-used table slot (PoolState's inode_high / dirent_high), zeroed on media
+  // first if an older pool left bytes there; the mark moves past it with the next commit.
+  uint64_t TakeFreshSlot(uint64_t& high, uint64_t table_offset, uint64_t record_size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+  // FreeSpaceGuard::Prepare for blocks just allocated; DataLoss when they must not be
+  // handed out (the caller gives them back).
+  absl::Status PrepareBlocks(const format::Extent& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+  // Copies the marks (inode_high_, dirent_high_, guard_'s range) into state_ for the
+  // next commit to write.
+  void NoteStateChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
   // Gives `r` blocks until its extents cover `bytes`; ENOSPC/EFBIG when impossible (then
   // `r` and the allocator are as before). New blocks are appended to `taken`. Files
   // other than segments may get up to twice what they need (TrimBlocks gives the rest
@@ -325,6 +334,11 @@ class Pool {
   std::vector<uint64_t> free_slots_ ABSL_GUARDED_BY(ns_mu_);
   BlockAllocator alloc_ ABSL_GUARDED_BY(ns_mu_);
   uint64_t next_generation_ ABSL_GUARDED_BY(ns_mu_) = 1;
+  // PoolState's table marks and uninitialised range, as this process sees them (they
+  // only move forward, before the commit that writes them).
+  uint64_t inode_high_ ABSL_GUARDED_BY(ns_mu_) = 0;
+  uint64_t dirent_high_ ABSL_GUARDED_BY(ns_mu_) = 0;
+  FreeSpaceGuard guard_ ABSL_GUARDED_BY(ns_mu_);
   // What Statfs reports, published by PublishFree so that it takes no lock: free blocks
   // and inodes, and the blocks of orphans being zeroed (free as soon as their reclaim
   // starts, since an allocation that needs them waits for it: AwaitReclaims).
@@ -333,6 +347,9 @@ class Pool {
 
   Mutex journal_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::unique_ptr<Journal> journal_ ABSL_GUARDED_BY(journal_mu_);
+  // The PoolState image the next commit adds when state_dirty_ (Commit).
+  format::PoolState state_ ABSL_GUARDED_BY(journal_mu_){};
+  bool state_dirty_ ABSL_GUARDED_BY(journal_mu_) = false;
 
   std::atomic<uint32_t> reclaims_in_flight_{0};
   std::atomic<uint64_t> reclaims_done_{0};

@@ -440,7 +440,7 @@ Attr Pool::MakeAttr(InodeId ino, const format::InodeRecord& r) const {
 uint64_t Pool::TakeFreshSlot(uint64_t& high, uint64_t table_offset, uint64_t record_size) {
   const uint64_t slot = high++;
   // Below the mark a slot is a valid record or zero (format.h), and a slot handed out
-  // may go back to the free list unwritten (DiscardEntry): zero it before the mark that
+  // may go back to the free list unwritten (a dropped Edit): zero it before the mark that
   // covers it can be committed. Free after a new file or an earlier use; a write only
   // when mkfs --force left an older pool's bytes.
   const uint64_t off = table_offset + slot * record_size;

@@ -42,6 +42,8 @@ class BlockAllocator {
   uint64_t ExtendInPlace(format::Extent& e, uint64_t count);
   // The longest free run, in blocks.
   uint64_t LargestRun() const;
+  // The free runs, start -> length, disjoint and not adjacent.
+  const std::map<uint64_t, uint64_t>& free_runs() const { return free_; }
 
   uint64_t free_blocks() const { return free_blocks_; }
   uint64_t total_blocks() const { return total_blocks_; }

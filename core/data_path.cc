@@ -8,8 +8,9 @@
 //    (from any handle) or a sync write msyncs it, then commits a changed size.
 //  - Every call that promises durability (a persisting Write, Fsync, FsyncDir) fails
 //    with the region's latched persist error once a persist has failed (health()).
-// Writes never allocate while holding the data-path locks: a write past the allocated
-// end grows the file under mu_ exclusive first, then retries.
+// Writes take only their inode's lock (pool.h): never the namespace lock, so another
+// file's msync or a metadata commit never delays them. A write past the allocated end
+// drops it, grows the file in an Edit under ns_mu_, then retries.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -40,8 +41,8 @@ bool AtimeDue(const format::InodeRecord& r, int64_t now) {
 
 }  // namespace
 
-absl::Status Pool::Grow(Inode& in, uint64_t bytes) {
-  auto& r = in.rec;
+absl::Status Pool::Grow(format::InodeRecord& r, uint64_t bytes,
+                        std::vector<format::Extent>& taken) {
   const uint64_t have = AllocatedBlocks(r);
   const uint64_t need = BlocksFor(bytes);
   if (need <= have) return absl::OkStatus();
@@ -49,18 +50,25 @@ absl::Status Pool::Grow(Inode& in, uint64_t bytes) {
     return PosixError(absl::StrCat("file of ", bytes, " bytes exceeds the pool"), EFBIG);
   }
   const format::InodeRecord before = r;
+  std::vector<format::Extent> mine;  // what this call took, in order
   const bool segment = (r.flags & format::kInodeFlagSegment) != 0;
   const uint64_t seg_blocks = sb_.segment_size / kBlockSize;
   uint64_t missing = need - have;
   // Segments grow by whole segments; other files by at least what they already have
   // (doubling), so a file written in small appends needs only a few extents. What a
   // file holds past its end is given back at release and truncate (TrimBlocks).
+  absl::Status error;
   if (r.extent_count > 0) {
     const uint64_t ahead = segment ? missing : std::max(missing, have);
-    missing -= std::min(missing, alloc_.ExtendInPlace(r.extents[r.extent_count - 1], ahead));
+    format::Extent& last = r.extents[r.extent_count - 1];
+    const uint64_t end = last.block + last.count;
+    const uint64_t got = alloc_.ExtendInPlace(last, ahead);
+    if (got > 0) mine.push_back({end, got});
+    missing -= std::min(missing, got);
+    // New blocks are checked (or zeroed) before they are handed out (pool_state.h).
+    if (got > 0) error = PrepareBlocks({end, got});
   }
-  absl::Status error;
-  while (missing > 0) {
+  while (missing > 0 && error.ok()) {
     if (r.extent_count == format::kMaxExtents) {
       error = PosixError("file needs more extents than an inode holds (pool fragmented)",
                          ENOSPC);
@@ -85,106 +93,86 @@ absl::Status Pool::Grow(Inode& in, uint64_t bytes) {
       break;
     }
     r.extents[r.extent_count++] = *e;
+    mine.push_back(*e);
     missing -= std::min(missing, e->count);
+    error = PrepareBlocks(*e);
   }
-  if (error.ok()) return error;
-  // Undo: give back in-place growth and new extents.
-  for (uint32_t i = 0; i < r.extent_count; ++i) {
-    if (i < before.extent_count) {
-      const uint64_t extra = r.extents[i].count - before.extents[i].count;
-      if (extra > 0) alloc_.Release({before.extents[i].block + before.extents[i].count, extra});
-    } else {
-      alloc_.Release(r.extents[i]);
-    }
+  if (error.ok()) {
+    taken.insert(taken.end(), mine.begin(), mine.end());
+    return error;
   }
+  for (const format::Extent& e : mine) alloc_.Release(e);
   r = before;
   return error;
 }
 
-void Pool::TrimBlocks(uint64_t ino, uint64_t keep, Transaction& txn,
-                      std::vector<uint64_t>& reclaim) {
-  Inode& in = *inodes_[ino];
-  auto& r = in.rec;
-  // Leased blocks never change owner (lease.cc).
+void Pool::TrimBlocks(Edit& e, uint64_t ino, uint64_t keep) {
+  const format::InodeRecord& cur = e.View(ino);
+  const Inode& in = *Find(ino);
+  // Never below the file's size; leased blocks never change owner (lease.cc).
+  keep = std::max(keep, BlocksFor(cur.size));
   if (in.leases > 0) keep = std::max(keep, BlocksFor(in.leased_size));
-  if (AllocatedBlocks(r) <= keep) return;
-  {
-    MutexLock l(&in.mu);
-    FlushDirty(in);  // before the extents change under the dirty range
-  }
-  format::InodeRecord kept = r;
-  format::InodeRecord freed{};
-  kept.extent_count = 0;
-  uint64_t pos = 0;
-  for (uint32_t i = 0; i < r.extent_count; ++i) {
-    format::Extent e = r.extents[i];
-    if (pos + e.count <= keep) {
-      kept.extents[kept.extent_count++] = e;
-    } else if (pos >= keep) {
-      freed.extents[freed.extent_count++] = e;
-    } else {
-      const uint64_t head = keep - pos;
-      kept.extents[kept.extent_count++] = {e.block, head};
-      freed.extents[freed.extent_count++] = {e.block + head, e.count - head};
-    }
-    pos += e.count;
-  }
+  if (AllocatedBlocks(cur) <= keep) return;
   // The blocks go to a carrier orphan in the same transaction, zeroed and freed after
   // the commit. Without a free inode for the carrier, they stay with the file (zeroed)
   // and are freed when it is.
-  if (free_inodes_.empty()) return;
+  auto carrier = e.NewInode(format::InodeType::kRegular, 0, Caller{});
+  if (!carrier.ok()) return;
+  format::InodeRecord& r = e.Rec(ino);
+  format::InodeRecord kept = r;
+  format::InodeRecord& freed = e.Rec(*carrier);
+  freed.state = format::InodeState::kOrphan;
+  freed.nlink = 0;
+  freed.extent_count = 0;
+  kept.extent_count = 0;
+  uint64_t pos = 0;
+  for (uint32_t i = 0; i < r.extent_count; ++i) {
+    format::Extent x = r.extents[i];
+    if (pos + x.count <= keep) {
+      kept.extents[kept.extent_count++] = x;
+    } else if (pos >= keep) {
+      freed.extents[freed.extent_count++] = x;
+    } else {
+      const uint64_t head = keep - pos;
+      kept.extents[kept.extent_count++] = {x.block, head};
+      freed.extents[freed.extent_count++] = {x.block + head, x.count - head};
+    }
+    pos += x.count;
+  }
   for (uint32_t i = kept.extent_count; i < format::kMaxExtents; ++i) kept.extents[i] = {};
-  auto carrier = NewInode(format::InodeType::kRegular, 0, Caller{});
-  Inode& c = *inodes_[*carrier];
-  c.rec.state = format::InodeState::kOrphan;
-  c.rec.nlink = 0;
-  c.rec.extent_count = freed.extent_count;
-  std::memcpy(c.rec.extents, freed.extents, sizeof(freed.extents));
-  txn.PutInode(sb_, *carrier, c.rec);
-  reclaim.push_back(*carrier);
+  e.reclaim().push_back(*carrier);
   r = kept;
 }
 
-absl::Status Pool::Truncate(uint64_t ino, uint64_t size, Transaction& txn,
-                            std::vector<uint64_t>& reclaim) {
-  Inode& in = *inodes_[ino];
-  auto& r = in.rec;
-  {
-    MutexLock l(&in.mu);
-    FlushDirty(in);  // before the extents change under the dirty range
-  }
+absl::StatusOr<Pool::ZeroTail> Pool::Truncate(Edit& e, uint64_t ino, uint64_t size) {
+  format::InodeRecord& r = e.Rec(ino);
   // A segment keeps its whole extent unless cut below it; any other file is left
   // holding exactly its size (fallocate's preallocation past EOF included, as on ext4).
   const bool segment = (r.flags & format::kInodeFlagSegment) != 0;
   r.flags &= ~format::kInodeFlagPreallocated;
   if (size > r.size) {
-    absl::Status s = Grow(in, size);
+    absl::Status s = Grow(r, size, e.allocated());
     if (!s.ok()) return s;
     r.size = size;  // the grown range is zero (format.h invariant)
-    if (!segment) TrimBlocks(ino, BlocksFor(size), txn, reclaim);
-    return absl::OkStatus();
+    if (!segment) TrimBlocks(e, ino, BlocksFor(size));
+    return ZeroTail{};
   }
   if (size == r.size) {
-    if (!segment) TrimBlocks(ino, BlocksFor(size), txn, reclaim);
-    return absl::OkStatus();
+    if (!segment) TrimBlocks(e, ino, BlocksFor(size));
+    return ZeroTail{};
   }
   const uint64_t old_size = r.size;
-  TrimBlocks(ino, BlocksFor(size), txn, reclaim);
   r.size = size;
+  TrimBlocks(e, ino, BlocksFor(size));
   // Bytes past the new EOF must read as zero if the file grows again. Zeroed after the
   // commit (the caller's), so a crash leaves the old size with old bytes or the new size
   // (recovery re-zeroes past EOF).
-  pending_zero_ = {ino, size, std::min(old_size, AllocatedBlocks(r) * kBlockSize)};
-  return absl::OkStatus();
+  return ZeroTail{size, std::min(old_size, AllocatedBlocks(r) * kBlockSize)};
 }
 
-void Pool::ZeroPendingTail() {
-  const auto [ino, from, to] = pending_zero_;
-  pending_zero_ = {};
-  if (ino == 0 || to <= from) return;
-  Inode* in = Find(ino);
-  if (in == nullptr) return;
-  ForEachRun(in->rec, from, to - from, [&](uint64_t pool_off, uint64_t n, uint64_t) {
+void Pool::ZeroFileRange(const format::InodeRecord& rec, ZeroTail t) {
+  if (t.to <= t.from) return;
+  ForEachRun(rec, t.from, t.to - t.from, [&](uint64_t pool_off, uint64_t n, uint64_t) {
     region_->Fill(pool_off, 0, n);
     region_->Flush(pool_off, n);
   });
@@ -192,16 +180,17 @@ void Pool::ZeroPendingTail() {
 }
 
 absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char> out) {
-  ReaderMutexLock l(&mu_);
-  auto in = Get(ino);
-  if (!in.ok()) return in.status();
-  const auto& r = (*in)->rec;
-  if (r.type == format::InodeType::kDirectory) return PosixError("read", EISDIR);
-  if (r.type != format::InodeType::kRegular) return PosixError("read", EINVAL);
+  auto pinned = Pin(ino);
+  if (!pinned.ok()) return pinned.status();
+  Inode& in = **pinned;
   uint64_t n = 0;
   bool touch;
   {
-    ReaderMutexLock il(&(*in)->mu);
+    ReaderMutexLock il(&in.mu);
+    const auto& r = in.rec;
+    if (r.type == format::InodeType::kDirectory) return PosixError("read", EISDIR);
+    if (r.type != format::InodeType::kRegular) return PosixError("read", EINVAL);
+    if (in.gone) return PosixError(absl::StrCat("inode ", ino), ESTALE);
     if (offset < r.size) {
       n = std::min<uint64_t>(out.size(), r.size - offset);
       ForEachRun(r, offset, n, [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
@@ -213,11 +202,11 @@ absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char>
   if (touch) {
     // relatime: at most once per change of the file (or per day), and committed with the
     // record's next commit (a write's, Release, Close), never by the read itself.
-    MutexLock il(&(*in)->mu);
+    MutexLock il(&in.mu);
     const int64_t now = NowNs();
-    if (AtimeDue((*in)->rec, now)) {
-      (*in)->rec.atime_ns = now;
-      (*in)->mtime_dirty = true;
+    if (AtimeDue(in.rec, now)) {
+      in.rec.atime_ns = now;
+      in.mtime_dirty = true;
     }
   }
   counters_.reads.fetch_add(1, std::memory_order_relaxed);
@@ -236,15 +225,17 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
   }
   const uint64_t end = offset + len;
   const bool persist = mode_ == DurabilityMode::kPmem || sync;
+  auto pinned = Pin(ino);
+  if (!pinned.ok()) return pinned.status();
+  Inode& in = **pinned;
   for (;;) {
     {
-      ReaderMutexLock l(&mu_);
-      auto inr = Get(ino);
-      if (!inr.ok()) return inr.status();
-      Inode& in = **inr;
+      // Only this inode's lock: another file's fsync or a metadata commit never holds
+      // it (pool.h).
+      MutexLock il(&in.mu);
       if (in.rec.type == format::InodeType::kDirectory) return PosixError("write", EISDIR);
       if (in.rec.type != format::InodeType::kRegular) return PosixError("write", EINVAL);
-      MutexLock il(&in.mu);
+      if (in.gone) return PosixError(absl::StrCat("inode ", ino), ESTALE);
       if (AllocatedBlocks(in.rec) * kBlockSize >= end) {
         const uint64_t old_size = in.rec.size;
         ForEachRun(in.rec, offset, len, [&](uint64_t pool_off, uint64_t n, uint64_t pos) {
@@ -255,25 +246,31 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
           region_->Store(pool_off, src, n);
           if (persist) region_->Flush(pool_off, n);
         });
-        if (end > old_size) {
-          in.rec.size = end;
-          in.size_dirty = true;
-        }
+        // The record after this write: committed first where the write promises
+        // durability, and only then made the in-memory record.
+        format::InodeRecord next = in.rec;
+        if (end > old_size) next.size = end;
         const int64_t now = NowNs();
-        in.rec.mtime_ns = in.rec.ctime_ns = now;
-        in.mtime_dirty = true;
+        next.mtime_ns = next.ctime_ns = now;
         // Set-user-ID always, set-group-ID only with group execute (without it the bit
         // means mandatory locking), as the kernel's file_remove_privs does.
-        const uint32_t setid = in.rec.mode & (S_ISUID | ((in.rec.mode & S_IXGRP) ? S_ISGID : 0));
+        const uint32_t setid = next.mode & (S_ISUID | ((next.mode & S_IXGRP) ? S_ISGID : 0));
         const bool killed = clear_setid && setid != 0;
-        if (killed) in.rec.mode &= ~setid;
+        if (killed) next.mode &= ~setid;
         if (setid_cleared != nullptr) *setid_cleared = killed;
         counters_.writes.fetch_add(1, std::memory_order_relaxed);
         counters_.write_bytes.fetch_add(len, std::memory_order_relaxed);
         if (!persist) {
+          // msync mode: nothing is durable before an fsync, and the page cache (the
+          // mapping) already holds the bytes, so memory runs ahead of the media.
           in.dirty_lo = std::min(in.dirty_lo, offset);
           in.dirty_hi = std::max(in.dirty_hi, end);
-          if (killed) return CommitWritten(ino, in, len);
+          if (killed) {
+            absl::Status s = CommitRecord(ino, in, next);
+            if (!s.ok()) return s;
+            return len;
+          }
+          SetDataFields(in, next);
           return len;
         }
         region_->Drain();
@@ -281,27 +278,42 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
         if (sync) counters_.sync_writes.fetch_add(1, std::memory_order_relaxed);
         // The size must be durable now; the times within kTimesStalenessNs, so a stream
         // of writes inside the size (WAL) commits at most once per that interval.
-        if (in.size_dirty || killed || now - in.committed_ns >= kTimesStalenessNs) {
-          return CommitWritten(ino, in, len);
+        if (next.size != old_size || in.size_dirty || killed ||
+            now - in.committed_ns >= kTimesStalenessNs) {
+          absl::Status s = CommitRecord(ino, in, next);
+          if (!s.ok()) return s;
+          return len;
         }
+        SetDataFields(in, next);
         return len;
       }
     }
     absl::Status grown;
     {
-      MutexLock l(&mu_);
-      auto inr = Get(ino);
-      if (!inr.ok()) return inr.status();
-      grown = Grow(**inr, end);
+      MutexLock ns(&ns_mu_);
+      if (Find(ino) != &in || in.reclaiming) {
+        return PosixError(absl::StrCat("inode ", ino), ESTALE);
+      }
+      Edit e(*this);
+      format::InodeRecord& r = e.Rec(ino);
+      grown = Grow(r, end, e.allocated());
       if (grown.ok()) {
-        Transaction txn;
-        PutInode(txn, ino);
-        absl::Status s = Commit(txn);
+        absl::Status s = e.Commit();
         if (!s.ok()) return s;
       }
     }
     if (!grown.ok() && (ErrnoFromStatus(grown) != ENOSPC || !AwaitReclaims())) return grown;
   }
+}
+
+void Pool::SetDataFields(Inode& in, const format::InodeRecord& next) {
+  if (next.size != in.rec.size) in.size_dirty = true;
+  in.rec.size = next.size;
+  in.rec.mtime_ns = next.mtime_ns;
+  in.rec.ctime_ns = next.ctime_ns;
+  in.rec.atime_ns = next.atime_ns;
+  in.rec.mode = next.mode;
+  in.mtime_dirty = true;
 }
 
 void Pool::FlushDirty(Inode& in) {
@@ -313,35 +325,39 @@ void Pool::FlushDirty(Inode& in) {
   in.dirty_hi = 0;
 }
 
-absl::Status Pool::CommitRecord(uint64_t ino, Inode& in) {
+absl::Status Pool::CommitRecord(uint64_t ino, Inode& in, const format::InodeRecord& rec) {
   FlushDirty(in);
   Transaction txn;
-  txn.PutInode(sb_, ino, in.rec);
-  in.size_dirty = in.mtime_dirty = false;
-  in.committed_ns = NowNs();
-  return Commit(txn);
-}
-
-absl::StatusOr<size_t> Pool::CommitWritten(uint64_t ino, Inode& in, size_t len) {
-  absl::Status s = CommitRecord(ino, in);
-  if (!s.ok()) return s;
-  return len;
+  txn.PutInode(sb_, ino, rec);
+  bool committed = false;
+  absl::Status s = Commit(txn, &committed);
+  if (committed) {
+    // Only the fields the data path owns: the rest may be read under mu_ alone.
+    SetDataFields(in, rec);
+    in.size_dirty = in.mtime_dirty = false;
+    in.committed_ns = NowNs();
+  }
+  return s;
 }
 
 absl::Status Pool::Fsync(InodeId ino, bool datasync) {
   counters_.fsyncs.fetch_add(1, std::memory_order_relaxed);
   if (read_only_) return absl::OkStatus();
-  ReaderMutexLock l(&mu_);
-  auto inr = Get(ino);
-  if (!inr.ok()) return inr.status();
-  Inode& in = **inr;
+  auto pinned = Pin(ino);
+  if (!pinned.ok()) return pinned.status();
+  Inode& in = **pinned;
+  // The msync and the commit run under this inode's lock only (pool.h).
   MutexLock il(&in.mu);
+  if (in.gone) return PosixError(absl::StrCat("inode ", ino), ESTALE);
   FlushDirty(in);
   // fdatasync need not make the times durable, but keeps them within the bound Write
   // keeps in pmem mode.
   const bool times =
       in.mtime_dirty && (!datasync || NowNs() - in.committed_ns >= kTimesStalenessNs);
-  if (in.size_dirty || times) return CommitRecord(ino, in);
+  if (in.size_dirty || times) {
+    const format::InodeRecord rec = in.rec;
+    return CommitRecord(ino, in, rec);
+  }
   return region_->health();
 }
 
@@ -350,39 +366,38 @@ absl::Status Pool::Release(InodeId ino) {
   std::vector<uint64_t> reclaim;
   absl::Status status;
   {
-    MutexLock l(&mu_);
+    MutexLock ns(&ns_mu_);
     Inode* in = Find(ino);
-    if (in == nullptr) return absl::OkStatus();
-    auto& r = in->rec;
-    bool dirty;
-    {
-      MutexLock il(&in->mu);
-      // msync mode, bytes not yet synced: any commit of the record would msync them, and
-      // a close promises no durability (only fsync does). All is left to fsync; a later
-      // release trims.
-      if (in->dirty_hi > in->dirty_lo) return absl::OkStatus();
-      dirty = in->size_dirty || in->mtime_dirty;
-    }
-    Transaction txn;
+    if (in == nullptr || in->reclaiming) return absl::OkStatus();
+    Edit e(*this);
+    const format::InodeRecord& r = e.View(ino);  // locks the inode
+    // msync mode, bytes not yet synced: any commit of the record would msync them, and
+    // a close promises no durability (only fsync does). All is left to fsync; a later
+    // release trims.
+    if (in->dirty_hi > in->dirty_lo) return absl::OkStatus();
+    const bool dirty = in->size_dirty || in->mtime_dirty;
     const bool trim = r.type == format::InodeType::kRegular &&
                       !(r.flags & (format::kInodeFlagSegment | format::kInodeFlagPreallocated));
-    if (trim) TrimBlocks(ino, BlocksFor(r.size), txn, reclaim);
-    if (!reclaim.empty() || dirty) {
-      PutInode(txn, ino);
-      status = Commit(txn);
+    if (trim) TrimBlocks(e, ino, 0);
+    if (!e.reclaim().empty() || dirty) {
+      e.Rec(ino);
+      status = e.Commit();
+      reclaim = e.reclaim();
     }
   }
-  // On a failed commit the carriers stay orphans in memory and on media: the next open
-  // reclaims them.
-  if (status.ok()) ReclaimAll(reclaim);
+  // On a failed commit the carriers were never applied: the edit gave their inode
+  // numbers back, and the file keeps its blocks.
+  ReclaimAll(reclaim);
   return status;
 }
 
 absl::Status Pool::FsyncDir(InodeId ino) {
   counters_.fsyncdirs.fetch_add(1, std::memory_order_relaxed);
-  ReaderMutexLock l(&mu_);
-  auto in = Get(ino);
-  if (!in.ok()) return in.status();
+  {
+    ReaderMutexLock l(&mu_);
+    auto in = Get(ino);
+    if (!in.ok()) return in.status();
+  }
   // Directory changes were committed (durably) when they were made, unless a persist
   // has failed since.
   return region_->health();
@@ -396,36 +411,45 @@ absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint
   if (offset > max_bytes || length > max_bytes - offset) {
     return PosixError("fallocate beyond the pool", EFBIG);
   }
-  std::vector<uint64_t> reclaim;
-  absl::Status status;
-  {
-    MutexLock l(&mu_);
-    auto inr = Get(ino);
-    if (!inr.ok()) return inr.status();
-    Inode& in = **inr;
-    if (in.rec.type == format::InodeType::kDirectory) return PosixError("fallocate", EISDIR);
-    if (in.rec.type != format::InodeType::kRegular) return PosixError("fallocate", ENODEV);
-    const uint64_t had = AllocatedBlocks(in.rec);
-    absl::Status s = Grow(in, offset + length);
-    if (!s.ok()) return s;
-    if (!(flags & kFallocateKeepSize) && offset + length > in.rec.size) {
-      in.rec.size = offset + length;
-      Touch(ino, true);
+  for (;;) {
+    std::vector<uint64_t> reclaim;
+    absl::Status status;
+    {
+      MutexLock ns(&ns_mu_);
+      auto inr = Get(ino);
+      if (!inr.ok()) return inr.status();
+      if ((*inr)->reclaiming) return PosixError(absl::StrCat("inode ", ino), ESTALE);
+      Edit e(*this);
+      format::InodeRecord& r = e.Rec(ino);
+      if (r.type == format::InodeType::kDirectory) return PosixError("fallocate", EISDIR);
+      if (r.type != format::InodeType::kRegular) return PosixError("fallocate", ENODEV);
+      const uint64_t had = AllocatedBlocks(r);
+      status = Grow(r, offset + length, e.allocated());
+      if (status.ok()) {
+        if (!(flags & kFallocateKeepSize) && offset + length > r.size) {
+          r.size = offset + length;
+          Touch(r, true);
+        }
+        if ((flags & kFallocateKeepSize) && offset + length > r.size) {
+          r.flags |= format::kInodeFlagPreallocated;
+        }
+        // What was asked for, not Grow's allowance for further growth.
+        if (!(r.flags & format::kInodeFlagSegment)) {
+          TrimBlocks(e, ino, std::max(had, BlocksFor(offset + length)));
+        }
+        status = e.Commit();
+        if (!status.ok()) return status;
+        reclaim = e.reclaim();
+      }
     }
-    if ((flags & kFallocateKeepSize) && offset + length > in.rec.size) {
-      in.rec.flags |= format::kInodeFlagPreallocated;
+    if (!status.ok()) {
+      // Blocks being zeroed count as free (Statfs): wait for them rather than fail.
+      if (ErrnoFromStatus(status) == ENOSPC && AwaitReclaims()) continue;
+      return status;
     }
-    Transaction txn;
-    // What was asked for, not Grow's allowance for further growth.
-    if (!(in.rec.flags & format::kInodeFlagSegment)) {
-      TrimBlocks(ino, std::max({had, BlocksFor(offset + length), BlocksFor(in.rec.size)}), txn,
-                 reclaim);
-    }
-    PutInode(txn, ino);
-    status = Commit(txn);
+    ReclaimAll(reclaim);
+    return absl::OkStatus();
   }
-  if (status.ok()) ReclaimAll(reclaim);
-  return status;
 }
 
 }  // namespace walfs::core

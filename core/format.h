@@ -5,6 +5,7 @@
 //   [0, 4K)           superblock A
 //   [4K, 8K)          superblock B (an identical copy; either one is enough to open)
 //   journal           a redo journal holding the last metadata transaction
+//   state block       the PoolState record (format v2): what mkfs left unwritten
 //   inode table       inode_count fixed-size InodeRecords; inode N lives at index N,
 //                     index 0 is reserved (always zero), index 1 is the root directory
 //   dirent table      dirent_count fixed-size DirentRecords, one per directory entry
@@ -24,8 +25,14 @@
 //    covers them, persisted (the commit point), then copied to their home offsets and
 //    persisted. Recovery replays a journal whose CRC matches; replay is idempotent
 //    because the journal always holds the newest image of the records it names.
-//  - Every data block not owned by an inode is zero. Blocks owned by an inode in state
-//    kOrphan are being zeroed and return to free space once that is persisted.
+//  - Every data block not owned by an inode is zero, except in PoolState's uninitialised
+//    range (never allocated since mkfs, which did not write it: it may hold anything and
+//    is zeroed when first allocated). Blocks owned by an inode in state kOrphan are being
+//    zeroed and return to free space once that is persisted.
+//  - Inode slots at or above PoolState::inode_high and dirent slots at or above
+//    PoolState::dirent_high were never used since mkfs and are never read: they may hold
+//    anything (an older pool's records after mkfs --force). Every slot below them is a
+//    valid record or all zero; a slot is zeroed on media before the mark moves past it.
 //  - Bytes of an inode's extents beyond its size are zero (recovery re-zeroes them,
 //    since an unacknowledged write may have reached media before its size did).
 #ifndef WALFS_CORE_FORMAT_H_
@@ -41,7 +48,9 @@ static_assert(std::endian::native == std::endian::little,
               "walfs pools are little-endian and records are read in place");
 
 inline constexpr uint64_t kBlockSize = 4096;
-inline constexpr uint32_t kVersion = 1;
+// Version 2 added the state block (PoolState) and the lazy initialisation it records.
+// A version 1 pool is refused with a message saying how to move its files (README).
+inline constexpr uint32_t kVersion = 2;
 // "WALFSPL1" read as a little-endian u64.
 inline constexpr uint64_t kSuperblockMagic = 0x314c5053464c4157ULL;
 // "WALFSJNL" read as a little-endian u64.
@@ -50,6 +59,10 @@ inline constexpr uint64_t kJournalMagic = 0x4c4e4a53464c4157ULL;
 inline constexpr uint64_t kSuperblockOffset[2] = {0, kBlockSize};
 inline constexpr uint64_t kJournalOffset = 2 * kBlockSize;
 inline constexpr uint64_t kJournalSize = 64 * 1024;
+// The state block follows the journal; the inode table follows the state block.
+inline constexpr uint64_t kStateOffset = kJournalOffset + kJournalSize;
+// "WALFSST2" read as a little-endian u64.
+inline constexpr uint64_t kStateMagic = 0x32545353464c4157ULL;
 
 inline constexpr uint64_t kMinSegmentSize = 1ULL << 20;  // initdb --wal-segsize range
 inline constexpr uint64_t kMaxSegmentSize = 1ULL << 30;
@@ -108,6 +121,35 @@ enum class InodeType : uint8_t {
   kBlockDevice = 7,
 };
 inline constexpr uint8_t kMaxInodeType = 7;
+
+// The pool's mutable global state (format v2), at kStateOffset. Changed only through the
+// journal, like inode and dirent records (its length tells the journal which it is).
+//
+// mkfs writes only the superblocks, the journal, this record and the root inode: the
+// tables and the data area are initialised lazily, as mke2fs's lazy_itable_init does,
+// so formatting takes the same time whatever the size and whatever the region held.
+struct PoolState {
+  uint32_t crc;  // CRC-32C of bytes [4, sizeof(PoolState)), as records (RecordCrc)
+  uint32_t reserved0;
+  uint64_t magic;  // kStateMagic
+  // Inode slots [inode_high, inode_count) and dirent slots [dirent_high, dirent_count)
+  // were never used since mkfs (format invariants above). 2 <= inode_high <= inode_count
+  // (slots 0 and 1 are always initialised); dirent_high <= dirent_count.
+  uint64_t inode_high;
+  uint64_t dirent_high;
+  // Data blocks [uninit_begin, uninit_end) were never allocated since mkfs and were not
+  // written by it: they may hold anything, no inode owns them, and they are zeroed when
+  // first allocated. Empty (begin == end) when mkfs knew the region was zero (a new file)
+  // or wrote it (--zero). uninit_begin <= uninit_end <= data_blocks. Allocation takes
+  // blocks from either end of the range (segments from the bottom, other files from the
+  // top), so one range describes it.
+  uint64_t uninit_begin;
+  uint64_t uninit_end;
+  uint8_t reserved1[208];
+};
+static_assert(sizeof(PoolState) == 256);
+static_assert(offsetof(PoolState, inode_high) == 16);
+static_assert(kStateOffset % kBlockSize == 0);
 
 // A run of data blocks: [block, block + count) in data-area block indices.
 struct Extent {

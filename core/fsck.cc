@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "core/crc32c.h"
 #include "core/pool_clients.h"
+#include "core/pool_state.h"
 #include "core/status.h"
 
 namespace walfs::core {
@@ -36,6 +37,7 @@ using format::InodeState;
 using format::InodeType;
 using format::JournalEntry;
 using format::JournalHeader;
+using format::PoolState;
 using format::Superblock;
 using Severity = FsckProblem::Severity;
 
@@ -43,6 +45,8 @@ using Severity = FsckProblem::Severity;
 // inodes, overlaps), the rest are summed up in one line.
 constexpr size_t kMaxListed = 32;
 constexpr size_t kMaxPasses = 4;
+// FsckOptions::progress is called every this many blocks scanned (64 MiB).
+constexpr uint64_t kProgressBlocks = 16384;
 
 const char kZeros[format::kBlockSize] = {};
 
@@ -108,8 +112,13 @@ std::string SuperblockError(const Superblock& sb, uint64_t region_size) {
                             : "bad magic (not a walfs superblock)";
   }
   if (sb.version != format::kVersion) {
-    return absl::StrCat("unsupported format version ", sb.version, " (expected ",
-                        format::kVersion, ")");
+    return absl::StrCat(
+        "unsupported format version ", sb.version, " (this walfs reads version ",
+        format::kVersion, ")",
+        sb.version < format::kVersion
+            ? ": the pool was made by an older mkfs.walfs; copy its files out with that "
+              "version's walfsctl export, then mkfs.walfs --force it"
+            : ": the pool was made by a newer walfs");
   }
   if (sb.superblock_size != sizeof(Superblock)) {
     return absl::StrCat("superblock_size is ", sb.superblock_size, ", expected ",
@@ -143,7 +152,7 @@ std::string SuperblockError(const Superblock& sb, uint64_t region_size) {
   }
   if (sb.journal_offset != format::kJournalOffset || sb.journal_size != format::kJournalSize) {
     return absl::StrCat("journal at ", sb.journal_offset, " (", sb.journal_size,
-                        " bytes), but format version 1 puts it at ", format::kJournalOffset,
+                        " bytes), but format version 2 puts it at ", format::kJournalOffset,
                         " (", format::kJournalSize, " bytes)");
   }
   struct Area {
@@ -152,6 +161,7 @@ std::string SuperblockError(const Superblock& sb, uint64_t region_size) {
   };
   const Area areas[] = {
       {"journal", sb.journal_offset, sb.journal_size, 1},
+      {"state block", format::kStateOffset, 1, format::kBlockSize},
       {"inode table", sb.inode_table_offset, sb.inode_count, sb.inode_size},
       {"dirent table", sb.dirent_table_offset, sb.dirent_count, sb.dirent_size},
       {"data area", sb.data_offset, sb.data_blocks, sb.block_size},
@@ -209,6 +219,7 @@ class Checker {
     report_->region_size = region_.size();
     if (!CheckSuperblocks()) return;
     CheckJournal();
+    CheckState();
     LoadInodes();
     LoadDirents();
     CheckTree();
@@ -350,6 +361,12 @@ class Checker {
 
   // Empty when a journal entry may target [offset, offset + length); else why not.
   std::string TargetError(uint64_t offset, uint32_t length) const {
+    if (offset == format::kStateOffset) {
+      if (length != sizeof(PoolState)) {
+        return absl::StrCat("length ", length, " at the state record is not its size");
+      }
+      return "";
+    }
     const uint64_t inode_end = sb_.inode_table_offset + sb_.inode_count * sb_.inode_size;
     const uint64_t dirent_end = sb_.dirent_table_offset + sb_.dirent_count * sb_.dirent_size;
     if (offset >= sb_.inode_table_offset && offset < inode_end) {
@@ -411,9 +428,10 @@ class Checker {
       }
       std::memcpy(&entry, payload + pos, sizeof(entry));
       const uint64_t end = pos + sizeof(entry) + format::AlignUp(entry.length, 8);
-      if (entry.length != sb_.inode_size && entry.length != sb_.dirent_size) {
+      if (entry.length != sb_.inode_size && entry.length != sb_.dirent_size &&
+          entry.length != sizeof(PoolState)) {
         error = absl::StrCat("entry ", e, " has length ", entry.length,
-                             ", not that of an inode or dirent record");
+                             ", not that of an inode, dirent or state record");
       } else if (end > header.payload_bytes) {
         error = absl::StrCat("entry ", e, " runs past the payload's ", header.payload_bytes,
                              " bytes");
@@ -465,6 +483,51 @@ class Checker {
                      " records differ from their home copies",
                      fixed ? "; replayed" : " (checked as if replayed)"),
         true, fixed);
+  }
+
+  // ---- State record ----------------------------------------------------------------
+
+  // Highest non-zero slot of a table, plus one (a damaged state record's fallback).
+  uint64_t UsedHigh(uint64_t offset, uint64_t count, uint64_t size) const {
+    for (uint64_t i = count; i-- > 0;) {
+      if (!IsZero(At(offset + i * size), size)) return i + 1;
+    }
+    return 0;
+  }
+
+  void CheckState() {
+    state_ = ReadRecord<PoolState>(format::kStateOffset);
+    const std::string error = PoolStateError(state_, sb_);
+    if (error.empty()) return;
+    // No safe mark can be recovered from a damaged record: every slot that holds
+    // anything is read as a record (an older pool's leftovers are then reported as what
+    // they are), and the data area counts as initialised, so the free-space scan zeroes
+    // whatever it holds (repairable there).
+    PoolState rebuilt{};
+    rebuilt.magic = format::kStateMagic;
+    rebuilt.inode_high = std::max<uint64_t>(
+        2, UsedHigh(sb_.inode_table_offset, sb_.inode_count, sb_.inode_size));
+    rebuilt.dirent_high = UsedHigh(sb_.dirent_table_offset, sb_.dirent_count, sb_.dirent_size);
+    SealPoolState(&rebuilt);
+    bool fixed = false;
+    if (options_.repair) fixed = CommitRecord(format::kStateOffset, &rebuilt, sizeof(rebuilt));
+    Add(Severity::kError, "state record",
+        absl::StrCat(error, fixed ? "; rebuilt" : "; checked as if rebuilt",
+                     " (tables read up to the last used slot: inodes ", rebuilt.inode_high,
+                     ", dirents ", rebuilt.dirent_high,
+                     "; the whole data area counted as initialised)"),
+        true, fixed);
+    state_ = rebuilt;
+  }
+
+  bool InUninit(uint64_t block, uint64_t count) const {
+    return block < state_.uninit_end && block + count > state_.uninit_begin;
+  }
+
+  // Commits state_ (repair): the marks only ever cover more, or the range less.
+  bool CommitState() {
+    SealPoolState(&state_);
+    return CommitRecord(format::kStateOffset, &state_, sizeof(state_));
   }
 
   // ---- Inodes ----------------------------------------------------------------------
@@ -524,7 +587,8 @@ class Checker {
 
   void LoadInodes() {
     inodes_.assign(sb_.inode_count, InodeInfo{});
-    for (uint64_t ino = 0; ino < sb_.inode_count; ++ino) {
+    // Slots from inode_high on were never used since mkfs and may hold anything.
+    for (uint64_t ino = 0; ino < state_.inode_high; ++ino) {
       const InodeRecord r = ReadInode(ino);
       if (IsZeroRecord(r)) continue;
       const std::string where = absl::StrCat("inode ", ino);
@@ -655,7 +719,7 @@ class Checker {
 
   void LoadDirents() {
     absl::flat_hash_map<std::pair<uint64_t, std::string>, uint64_t> names;
-    for (uint64_t index = 0; index < sb_.dirent_count; ++index) {
+    for (uint64_t index = 0; index < state_.dirent_high; ++index) {
       const DirentRecord d = ReadDirent(index);
       if (IsZeroRecord(d)) continue;
       ++dirents_used_;
@@ -862,11 +926,14 @@ class Checker {
     }
     std::string name = absl::StrCat("#", ino);
     for (int n = 1; root_names_.contains(name); ++n) name = absl::StrCat("#", ino, ".", n);
-    while (free_dirent_cursor_ < sb_.dirent_count &&
+    while (free_dirent_cursor_ < state_.dirent_high &&
            !IsZeroRecord(ReadDirent(free_dirent_cursor_))) {
       ++free_dirent_cursor_;
     }
     if (free_dirent_cursor_ >= sb_.dirent_count) return "";
+    // A never-used slot: the record is written first, the mark moves after it, so a crash
+    // between leaves the slot unread.
+    const bool fresh = free_dirent_cursor_ >= state_.dirent_high;
     DirentRecord d{};
     d.in_use = 1;
     d.type = inodes_[ino].type;
@@ -876,6 +943,10 @@ class Checker {
     std::memcpy(d.name, name.data(), name.size());
     d.crc = RecordCrc(&d, sizeof(d));
     CommitRecord(DirentOffset(free_dirent_cursor_++), &d, sizeof(d));
+    if (fresh) {
+      state_.dirent_high = free_dirent_cursor_;
+      CommitState();
+    }
     root_names_.insert(name);
     return name;
   }
@@ -1035,9 +1106,23 @@ class Checker {
         unlisted_fixed = fixed;
       }
     };
+    // Blocks inside the uninitialised range are no file's and may hold anything (read
+    // when scanning: a repair below may empty the range).
+    uint64_t scanned = 0, to_scan = 0;
     auto scan_gap = [&](uint64_t begin, uint64_t end) {
       uint64_t dirty_begin = end;
       for (uint64_t b = begin; b < end; ++b) {
+        if (b >= state_.uninit_begin && b < state_.uninit_end) {
+          if (dirty_begin != end) {
+            report_run(dirty_begin, b);
+            dirty_begin = end;
+          }
+          b = state_.uninit_end - 1;
+          continue;
+        }
+        if (options_.progress && ++scanned % kProgressBlocks == 0) {
+          options_.progress(scanned, to_scan);
+        }
         const bool zero = IsZero(At(BlockOffset(b)), sb_.block_size);
         if (!zero && dirty_begin == end) dirty_begin = b;
         if (zero && dirty_begin != end) {
@@ -1047,6 +1132,30 @@ class Checker {
       }
       if (dirty_begin != end) report_run(dirty_begin, end);
     };
+    // Owned blocks in that range: the range is wrong (or the extents are). Emptying it
+    // is safe: its free blocks are then scanned like all free space, and zeroed.
+    uint64_t used_blocks = 0;
+    for (const auto& [begin, end] : used_runs_) {
+      used_blocks += end - begin;
+      if (!InUninit(begin, end - begin)) continue;
+      const uint64_t old_begin = state_.uninit_begin, old_end = state_.uninit_end;
+      bool fixed = false;
+      if (options_.repair) {
+        state_.uninit_begin = state_.uninit_end = 0;
+        fixed = CommitState();
+      }
+      Add(Severity::kError, "state record",
+          absl::StrCat("data blocks ", std::max(begin, old_begin), "-",
+                       std::min(end, old_end) - 1,
+                       " are owned by a file but lie in the range no file has used since "
+                       "mkfs (blocks ", old_begin, "-", old_end - 1, ")",
+                       fixed ? "; the range was emptied" : ""),
+          true, fixed);
+      break;
+    }
+    const uint64_t uninit_blocks =
+        state_.uninit_end - state_.uninit_begin;  // none of it owned unless reported above
+    to_scan = sb_.data_blocks - std::min(sb_.data_blocks, used_blocks + uninit_blocks);
     uint64_t cursor = 0, used = 0;
     for (const auto& [begin, end] : used_runs_) {
       if (begin > cursor && options_.scan_data) scan_gap(cursor, begin);
@@ -1054,6 +1163,7 @@ class Checker {
       cursor = end;
     }
     if (cursor < sb_.data_blocks && options_.scan_data) scan_gap(cursor, sb_.data_blocks);
+    if (options_.progress && options_.scan_data) options_.progress(to_scan, to_scan);
     if (runs > kMaxListed) {
       Add(Severity::kError, "data blocks",
           absl::StrCat(runs - kMaxListed, " more runs (", unlisted_blocks,
@@ -1082,6 +1192,7 @@ class Checker {
     }
     r.dirents_total = sb_.dirent_count;
     r.dirents_used = dirents_used_;
+    r.state = state_;
     r.blocks_total = sb_.data_blocks;
     r.blocks_used = blocks_used_;
     r.blocks_free = sb_.data_blocks - blocks_used_;
@@ -1141,6 +1252,7 @@ class Checker {
   bool root_names_built_ = false;
   absl::flat_hash_set<std::string> root_names_;  // names in the root, for Reattach
   uint64_t free_dirent_cursor_ = 0;        // no free dirent slot below it
+  PoolState state_{};  // the state record as checked (rebuilt in memory when damaged)
   bool dirents_trusted_ = true;  // every used dirent was readable and consistent
   uint64_t damaged_extents_ino_ = 0;  // first file or symlink with invalid extents, if any
   uint64_t dirents_used_ = 0;
@@ -1294,6 +1406,10 @@ std::string FsckReportJson(const FsckReport& report) {
                     ",\"data_offset\":", sb.data_offset,
                     ",\"data_blocks\":", sb.data_blocks,
                     ",\"created_ns\":", sb.created_ns, "}");
+    absl::StrAppend(&out, ",\"state\":{\"inode_high\":", report.state.inode_high,
+                    ",\"dirent_high\":", report.state.dirent_high,
+                    ",\"uninit_begin\":", report.state.uninit_begin,
+                    ",\"uninit_end\":", report.state.uninit_end, "}");
     absl::StrAppend(&out, ",\"usage\":{\"inodes_total\":", report.inodes_total,
                     ",\"inodes_live\":", report.inodes_live,
                     ",\"inodes_orphan\":", report.inodes_orphan,

@@ -1,7 +1,7 @@
 // Fsck: an independent checker (and careful repairer) of a walfs pool's on-media format.
 //
 // It reads the raw bytes described by core/format.h and nothing else: it shares no code
-// with WalDirectory, so a bug in the namespace, journal or allocator shows up here as a
+// with WalDirectory but the state record's field checks (core/pool_state.h), so a bug in the namespace, journal or allocator shows up here as a
 // broken invariant instead of being read back the same wrong way.
 //
 // Every offset, length and index read from the pool is bounds-checked before use, and
@@ -18,7 +18,9 @@
 //
 // Repair (FsckOptions::repair) fixes only what has one safe answer, and marks each such
 // problem `repaired`: a bad superblock copy from the good one, replaying (or discarding
-// an invalid) journal transaction, dirents naming free inodes or the root, dirent types,
+// an invalid) journal transaction, a damaged state record (rebuilt from what the tables
+// hold), a state record whose uninitialised range holds a file's blocks (emptied, so
+// its free blocks are scanned and zeroed), dirents naming free inodes or the root, dirent types,
 // link counts, live inodes no entry names (given a name "#<ino>" in the root, as
 // lost+found), orphans (data zeroed, then the inode freed), non-zero free space (unless
 // a file's extents are damaged: those blocks may be its data) and non-zero bytes past a
@@ -35,6 +37,7 @@
 #define WALFS_CORE_FSCK_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -58,6 +61,9 @@ struct FsckOptions {
   // check that they are zero. Off for walfsctl inspect/export, which want the metadata
   // of a large pool fast; on for fsck.
   bool scan_data = true;
+  // Called with (blocks scanned, blocks to scan) while free space is read (scan_data),
+  // every 64 MiB and once at the end: fsck.walfs -C.
+  std::function<void(uint64_t, uint64_t)> progress = nullptr;
 };
 
 struct FsckProblem {
@@ -87,6 +93,8 @@ struct FsckReport {
   bool superblock_valid = false;
   format::Superblock superblock{};
   uint64_t region_size = 0;
+  // The state record as checked (rebuilt when damaged); with superblock_valid.
+  format::PoolState state{};
 
   // Counts from the last pass (after repairs). inodes_total excludes reserved slot 0.
   uint64_t inodes_total = 0, inodes_live = 0, inodes_orphan = 0, inodes_free = 0;

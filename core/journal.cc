@@ -1,6 +1,7 @@
 // Journal: redo log of whole metadata records.
 #include "core/journal.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -16,8 +17,10 @@ uint64_t DirentOffset(const format::Superblock& sb, uint64_t slot) {
   return sb.dirent_table_offset + slot * format::kDirentSize;
 }
 
-// True when [off, off+len) is exactly one record of one of the metadata tables.
+// True when [off, off+len) is exactly one record of one of the metadata tables, or the
+// state record.
 bool IsRecordTarget(const format::Superblock& sb, uint64_t off, uint64_t len) {
+  if (off == format::kStateOffset) return len == sizeof(format::PoolState);
   if (len == format::kInodeSize && off >= sb.inode_table_offset &&
       off < sb.inode_table_offset + sb.inode_count * format::kInodeSize) {
     return (off - sb.inode_table_offset) % format::kInodeSize == 0 &&
@@ -54,6 +57,11 @@ void Transaction::PutDirent(const format::Superblock& sb, uint64_t slot,
   Put(DirentOffset(sb, slot), &rec, sizeof(rec));
 }
 
+void Transaction::PutState(format::PoolState state) {
+  state.crc = RecordCrc(&state, sizeof(state));
+  Put(format::kStateOffset, &state, sizeof(state));
+}
+
 void Transaction::FreeInode(const format::Superblock& sb, uint64_t ino) {
   const format::InodeRecord zero{};
   Put(InodeOffset(sb, ino), &zero, sizeof(zero));
@@ -64,8 +72,13 @@ void Transaction::FreeDirent(const format::Superblock& sb, uint64_t slot) {
   Put(DirentOffset(sb, slot), &zero, sizeof(zero));
 }
 
-absl::Status Journal::Commit(const Transaction& txn) {
-  if (txn.empty()) return absl::OkStatus();
+absl::Status Journal::Commit(const Transaction& txn, bool* committed) {
+  *committed = false;
+  if (absl::Status h = region_.health(); !h.ok()) return h;
+  if (txn.empty()) {
+    *committed = true;
+    return absl::OkStatus();
+  }
   buffer_.assign(sizeof(format::JournalHeader), '\0');
   for (const auto& e : txn.entries_) {
     format::JournalEntry je{};
@@ -92,11 +105,25 @@ absl::Status Journal::Commit(const Transaction& txn) {
 
   region_.Store(sb_.journal_offset, buffer_.data(), buffer_.size());
   region_.Persist(sb_.journal_offset, buffer_.size());
+  if (absl::Status h = region_.health(); !h.ok()) {
+    // Not known durable: take it back, so that what the media say does not depend on
+    // whether the failed persist wrote it (an empty journal replays nothing).
+    region_.Fill(sb_.journal_offset, 0, sizeof(format::JournalHeader));
+    region_.Persist(sb_.journal_offset, sizeof(format::JournalHeader));
+    return h;
+  }
+  *committed = true;
 
+  uint64_t lo = UINT64_MAX, hi = 0;
   for (const auto& e : txn.entries_) {
     region_.Store(e.offset, e.bytes.data(), e.bytes.size());
-    region_.Flush(e.offset, e.bytes.size());
+    lo = std::min(lo, e.offset);
+    hi = std::max(hi, e.offset + e.bytes.size());
   }
+  // One flush for all the records: only the record tables lie between them, and every
+  // earlier commit persisted its records before returning, so the span holds no other
+  // unpersisted store.
+  region_.Flush(lo, hi - lo);
   region_.Drain();
   ++sequence_;
   ++commits_;

@@ -9,6 +9,7 @@
 #include "core/crc32c.h"
 #include "core/format.h"
 #include "core/pool.h"
+#include "core/pool_state.h"
 #include "core/wal_directory.h"
 
 namespace walfs::core {
@@ -44,7 +45,7 @@ absl::StatusOr<format::Superblock> ComputeLayout(uint64_t capacity,
   sb.segment_size = seg;
   sb.journal_offset = format::kJournalOffset;
   sb.journal_size = format::kJournalSize;
-  sb.inode_table_offset = sb.journal_offset + sb.journal_size;
+  sb.inode_table_offset = format::kStateOffset + kBlockSize;
   sb.inode_count = inodes;
   sb.inode_size = format::kInodeSize;
   sb.dirent_table_offset =
@@ -72,13 +73,18 @@ absl::Status ValidateSuperblock(const format::Superblock& sb, uint64_t region_si
     return absl::DataLossError("checksum mismatch");
   }
   if (sb.version != format::kVersion) {
-    return absl::DataLossError(absl::StrCat("unsupported format version ", sb.version,
-                                            " (this walfs reads ", format::kVersion, ")"));
+    return absl::DataLossError(absl::StrCat(
+        "unsupported format version ", sb.version, " (this walfs reads version ",
+        format::kVersion, ")",
+        sb.version < format::kVersion
+            ? ": the pool was made by an older mkfs.walfs; copy its files out with that "
+              "version's walfsctl export, then mkfs.walfs --force it (README: Format versions)"
+            : ": the pool was made by a newer walfs"));
   }
   if (sb.superblock_size != sizeof(format::Superblock) || sb.block_size != kBlockSize ||
       sb.inode_size != format::kInodeSize || sb.dirent_size != format::kDirentSize ||
       sb.journal_offset != format::kJournalOffset || sb.journal_size != format::kJournalSize) {
-    return absl::DataLossError("record sizes or journal placement differ from format v1");
+    return absl::DataLossError("record sizes or journal placement differ from format v2");
   }
   if (sb.capacity > region_size) {
     return absl::DataLossError(absl::StrCat("pool capacity ", sb.capacity,
@@ -119,16 +125,32 @@ absl::Status FormatPool(PersistentRegion& region, const FormatOptions& options) 
   region.Fill(0, 0, 2 * kBlockSize);
   region.Persist(0, 2 * kBlockSize);
 
-  // Zero metadata always; the data area unless the caller knows it is zero already.
-  const uint64_t end = options.region_is_zero ? sb.data_offset : sb.capacity;
-  constexpr uint64_t kChunk = 64ULL << 20;
-  for (uint64_t off = 2 * kBlockSize; off < end; off += kChunk) {
-    const uint64_t n = std::min(kChunk, end - off);
-    region.Fill(off, 0, n);
-    region.Flush(off, n);
-    if (options.progress) options.progress(off + n, end);
+  // Lazy initialisation (format.h, PoolState): only what is read before anything is
+  // allocated is written here, so formatting costs the same whatever the pool's size.
+  // The journal must not hold an old pool's transaction, slot 0 is reserved and zero;
+  // the rest of the tables and the data area are never read above PoolState's marks.
+  region.Fill(sb.journal_offset, 0, sb.journal_size);
+  region.Persist(sb.journal_offset, sb.journal_size);
+  region.Fill(format::kStateOffset, 0, kBlockSize);
+  region.Persist(format::kStateOffset, kBlockSize);
+  region.Fill(sb.inode_table_offset, 0, format::kInodeSize);
+  region.Persist(sb.inode_table_offset, format::kInodeSize);
+  const bool data_is_zero = options.region_is_zero || options.zero_data;
+  if (options.zero_data && !options.region_is_zero) {
+    // --zero: everything after the state block, for whoever wants the device written.
+    const uint64_t begin = sb.inode_table_offset;
+    constexpr uint64_t kChunk = 64ULL << 20;
+    for (uint64_t off = begin; off < sb.capacity; off += kChunk) {
+      const uint64_t n = std::min(kChunk, sb.capacity - off);
+      region.Fill(off, 0, n);
+      region.Flush(off, n);
+      if (options.progress) options.progress(off + n - begin, sb.capacity - begin);
+    }
+    region.Drain();
   }
-  region.Drain();
+  const format::PoolState state = InitialPoolState(sb, data_is_zero);
+  region.Store(format::kStateOffset, &state, sizeof(state));
+  region.Persist(format::kStateOffset, sizeof(state));
 
   format::InodeRecord root{};
   const int64_t now = NowNs();

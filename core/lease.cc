@@ -22,10 +22,13 @@ absl::StatusOr<Lease> Pool::AcquireLease(InodeId ino, bool renew) {
     return PosixError("direct access needs pmem mode (this pool runs in msync mode)",
                       EOPNOTSUPP);
   }
-  MutexLock l(&mu_);
+  // Under ns_mu_: every change of owner of a block (Truncate, TrimBlocks, Reclaim)
+  // happens under it and checks the lease count.
+  MutexLock ns(&ns_mu_);
   auto inr = Get(ino);
   if (!inr.ok()) return inr.status();
   Inode& in = **inr;
+  if (in.reclaiming) return PosixError(absl::StrCat("inode ", ino), ESTALE);
   if (in.rec.type != format::InodeType::kRegular) {
     return PosixError(absl::StrCat("lease on inode ", ino, ": not a regular file"), EINVAL);
   }
@@ -62,7 +65,7 @@ absl::Status Pool::ReleaseLease(InodeId ino) {
   bool reclaim = false;
   absl::Status status;
   {
-    MutexLock l(&mu_);
+    MutexLock ns(&ns_mu_);
     Inode* in = Find(ino);
     if (in == nullptr || in->leases == 0) {
       return PosixError(absl::StrCat("release of a lease on inode ", ino, " that holds none"),
@@ -71,10 +74,9 @@ absl::Status Pool::ReleaseLease(InodeId ino) {
     counters_.leases_released.fetch_add(1, std::memory_order_relaxed);
     if (--in->leases == 0) in->leased_size = 0;
     // The holder's stores changed the file without a Write: its times move now.
-    Touch(ino, /*mtime=*/true);
-    Transaction txn;
-    PutInode(txn, ino);
-    status = Commit(txn);
+    Edit e(*this);
+    Touch(e.Rec(ino), /*mtime=*/true);
+    status = e.Commit();
     reclaim = in->leases == 0 && in->lookups.load() == 0 &&
               in->rec.state == format::InodeState::kOrphan;
   }

@@ -1,9 +1,10 @@
 // Pool: namespace operations (names, links, directories, attributes).
 //
-// Each operation validates everything first, then changes the in-memory state and
-// builds one Transaction, then commits it: the change is atomic and durable on return.
-// Inodes that lose their last link and reference are reclaimed after mu_ is released,
-// since zeroing their blocks can take milliseconds.
+// Each operation validates everything under ns_mu_, builds its new records from copies
+// in one Edit, commits it, and only then changes the in-memory state (pool.h): the
+// change is atomic and durable on return, and a failed commit changes nothing. Inodes
+// that lose their last link and reference are reclaimed after ns_mu_ is released, since
+// zeroing their blocks can take milliseconds.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -34,90 +35,109 @@ uint32_t DirentType(format::InodeType t) {
 
 }  // namespace
 
-absl::StatusOr<std::pair<uint64_t, uint64_t>> Pool::NewEntry(InodeId parent,
+absl::StatusOr<std::pair<uint64_t, uint64_t>> Pool::NewEntry(Edit& e, InodeId parent,
                                                             format::InodeType type,
                                                             uint32_t mode,
                                                             const Caller& caller) {
-  auto slot = NewDirentSlot();
+  auto slot = e.NewSlot();
   if (!slot.ok()) return slot.status();
+  auto ino = NewEntryInode(e, parent, type, mode, caller);
+  if (!ino.ok()) return ino.status();
+  return std::make_pair(*slot, *ino);
+}
+
+absl::StatusOr<uint64_t> Pool::NewEntryInode(Edit& e, InodeId parent, format::InodeType type,
+                                             uint32_t mode, const Caller& caller) {
   // A set-group-ID directory gives new entries its group, and new subdirectories the
   // bit itself (POSIX; on FUSE the kernel leaves both to the file system).
   Caller owner = caller;
-  const format::InodeRecord& dir = inodes_[parent]->rec;
+  const format::InodeRecord& dir = e.View(parent);
   if (dir.mode & S_ISGID) {
     owner.gid = dir.gid;
     if (type == format::InodeType::kDirectory) mode |= S_ISGID;
   }
-  auto ino = NewInode(type, mode, owner);
-  if (!ino.ok()) {
-    free_slots_.push_back(*slot);
-    return ino.status();
-  }
-  return std::make_pair(*slot, *ino);
+  return e.NewInode(type, mode, owner);
 }
 
-void Pool::DiscardEntry(uint64_t slot, uint64_t ino) {
-  inodes_[ino].reset();
-  free_inodes_.push_back(ino);
-  free_slots_.push_back(slot);
-}
-
-absl::StatusOr<Attr> Pool::CommitEntry(InodeId parent, std::string_view name, uint64_t slot,
-                                       uint64_t ino) {
-  Transaction txn;
-  AddName(slot, parent, ino, name);
-  PutDirent(txn, slot, parent, ino, name);
-  PutInode(txn, ino);
-  Touch(parent, true);
-  PutInode(txn, parent);
-  absl::Status s = Commit(txn);
+absl::StatusOr<Attr> Pool::CommitEntry(Edit& e, InodeId parent, std::string_view name,
+                                       uint64_t slot, uint64_t ino) {
+  e.SetDirent(slot, parent, ino, name);
+  Touch(e.Rec(parent), true);
+  const format::InodeRecord& rec = e.Rec(ino);
+  absl::Status s = e.Commit();
   if (!s.ok()) return s;
-  Inode& in = *inodes_[ino];
-  in.lookups.fetch_add(1);
-  return MakeAttr(ino, in);
+  // Nobody can have found the new inode before this reply names it, so `rec` (now the
+  // live record) is still what it holds.
+  Find(ino)->lookups.fetch_add(1);
+  return MakeAttr(ino, rec);
+}
+
+void Pool::Touch(format::InodeRecord& r, bool mtime) {
+  r.ctime_ns = NowNs();
+  if (mtime) r.mtime_ns = r.ctime_ns;
+}
+
+void Pool::DropLink(Edit& e, uint64_t ino) {
+  format::InodeRecord& r = e.Rec(ino);
+  if (r.type == format::InodeType::kDirectory) {
+    r.nlink = 0;
+  } else {
+    --r.nlink;
+  }
+  Touch(r, false);
+  if (r.nlink == 0) {
+    r.state = format::InodeState::kOrphan;
+    if (Find(ino)->lookups.load() == 0) e.reclaim().push_back(ino);
+  }
 }
 
 absl::StatusOr<Attr> Pool::Lookup(InodeId parent, std::string_view name) {
   if (name.size() > format::kMaxNameLength) return PosixError("lookup", ENAMETOOLONG);
-  ReaderMutexLock l(&mu_);
-  auto dir = GetDir(parent);
-  if (!dir.ok()) return dir.status();
   uint64_t ino;
-  if (name == ".") {
-    ino = parent;
-  } else if (name == "..") {
-    ino = parent == format::kRootInode ? parent
-                                       : dirents_.at((*dir)->parent_slot).parent;
-  } else {
-    auto it = (*dir)->names.find(AsKey(name));
-    if (it == (*dir)->names.end()) return PosixError("lookup", ENOENT);
-    ino = dirents_.at(it->second).child;
+  std::shared_ptr<Inode> in;
+  {
+    ReaderMutexLock l(&mu_);
+    auto dir = GetDir(parent);
+    if (!dir.ok()) return dir.status();
+    if (name == ".") {
+      ino = parent;
+    } else if (name == "..") {
+      ino = parent == format::kRootInode ? parent
+                                         : dirents_.at((*dir)->parent_slot).parent;
+    } else {
+      auto it = (*dir)->names.find(AsKey(name));
+      if (it == (*dir)->names.end()) return PosixError("lookup", ENOENT);
+      ino = dirents_.at(it->second).child;
+    }
+    in = inodes_[ino];
+    in->lookups.fetch_add(1);
   }
-  Inode* in = inodes_[ino].get();
-  in->lookups.fetch_add(1);
+  // The record's size and times belong to the inode's lock, which is never taken under
+  // mu_ (pool.h).
   ReaderMutexLock il(&in->mu);
-  return MakeAttr(ino, *in);
+  return MakeAttr(ino, in->rec);
 }
 
 void Pool::Forget(InodeId ino, uint64_t nlookup) {
   bool reclaim = false;
   {
-    MutexLock l(&mu_);
+    ReaderMutexLock l(&mu_);
     Inode* in = Find(ino);
     if (in == nullptr) return;
-    const uint64_t before = in->lookups.load();
-    in->lookups.store(before > nlookup ? before - nlookup : 0);
+    uint64_t before = in->lookups.load();
+    while (!in->lookups.compare_exchange_weak(before,
+                                              before > nlookup ? before - nlookup : 0)) {
+    }
     reclaim = before <= nlookup && in->rec.state == format::InodeState::kOrphan;
   }
   if (reclaim) Reclaim(ino);
 }
 
 absl::StatusOr<Attr> Pool::GetAttr(InodeId ino) {
-  ReaderMutexLock l(&mu_);
-  auto in = Get(ino);
+  auto in = Pin(ino);
   if (!in.ok()) return in.status();
   ReaderMutexLock il(&(*in)->mu);
-  return MakeAttr(ino, **in);
+  return MakeAttr(ino, (*in)->rec);
 }
 
 absl::StatusOr<Attr> Pool::Create(InodeId parent, std::string_view name, uint32_t mode,
@@ -133,7 +153,7 @@ absl::StatusOr<Attr> Pool::CreateOnce(InodeId parent, std::string_view name, uin
                                       const Caller& caller, bool exclusive) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
-  MutexLock l(&mu_);
+  MutexLock ns(&ns_mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if (auto it = (*dir)->names.find(AsKey(name)); it != (*dir)->names.end()) {
@@ -142,38 +162,37 @@ absl::StatusOr<Attr> Pool::CreateOnce(InodeId parent, std::string_view name, uin
     Inode* in = inodes_[ino].get();
     if (IsDir(in->rec)) return PosixError(name, EISDIR);
     in->lookups.fetch_add(1);
-    return MakeAttr(ino, *in);
+    ReaderMutexLock il(&in->mu);
+    return MakeAttr(ino, in->rec);
   }
-  auto entry = NewEntry(parent, format::InodeType::kRegular, mode, caller);
+  Edit e(*this);
+  auto entry = NewEntry(e, parent, format::InodeType::kRegular, mode, caller);
   if (!entry.ok()) return entry.status();
   const auto [slot, ino] = *entry;
   if (IsWalSegmentName(name)) {
     // A WAL segment gets its whole extent now, so its writes never allocate.
-    Inode& in = *inodes_[ino];
-    in.rec.flags |= format::kInodeFlagSegment;
-    absl::Status s = Grow(in, sb_.segment_size);
-    if (!s.ok()) {
-      DiscardEntry(slot, ino);
-      return s;
-    }
+    format::InodeRecord& r = e.Rec(ino);
+    r.flags |= format::kInodeFlagSegment;
+    absl::Status s = Grow(r, sb_.segment_size, e.allocated());
+    if (!s.ok()) return s;
   }
-  return CommitEntry(parent, name, slot, ino);
+  return CommitEntry(e, parent, name, slot, ino);
 }
 
 absl::StatusOr<Attr> Pool::Mkdir(InodeId parent, std::string_view name, uint32_t mode,
                                  const Caller& caller) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
-  MutexLock l(&mu_);
+  MutexLock ns(&ns_mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
-  auto entry = NewEntry(parent, format::InodeType::kDirectory, mode, caller);
+  Edit e(*this);
+  auto entry = NewEntry(e, parent, format::InodeType::kDirectory, mode, caller);
   if (!entry.ok()) return entry.status();
   const auto [slot, ino] = *entry;
-  inodes_[ino]->parent_slot = slot;
-  ++(*dir)->rec.nlink;  // the new directory's ".."
-  return CommitEntry(parent, name, slot, ino);
+  ++e.Rec(parent).nlink;  // the new directory's ".."
+  return CommitEntry(e, parent, name, slot, ino);
 }
 
 absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
@@ -187,48 +206,64 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
                       ENAMETOOLONG);
   }
   if (target.find('\0') != std::string_view::npos) return PosixError("symlink target", EINVAL);
-  MutexLock l(&mu_);
+  MutexLock ns(&ns_mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
-  auto entry = NewEntry(parent, format::InodeType::kSymlink, 0777, caller);
-  if (!entry.ok()) return entry.status();
-  const auto [slot, ino] = *entry;
-  Inode& in = *inodes_[ino];
-  in.rec.size = target.size();
   if (target.size() <= format::kMaxSymlinkTarget) {
-    std::memcpy(in.rec.extents, target.data(), target.size());
-    return CommitEntry(parent, name, slot, ino);
+    Edit e(*this);
+    auto entry = NewEntry(e, parent, format::InodeType::kSymlink, 0777, caller);
+    if (!entry.ok()) return entry.status();
+    const auto [slot, ino] = *entry;
+    format::InodeRecord& r = e.Rec(ino);
+    r.size = target.size();
+    std::memcpy(r.extents, target.data(), target.size());
+    return CommitEntry(e, parent, name, slot, ino);
   }
   // Out of line (format.h): the orphan owning the block commits first, then the target
   // is persisted in the block (free space, so zero after the target), then the entry.
-  std::optional<format::Extent> block = alloc_.AllocateHigh(1);
-  if (!block) {
-    DiscardEntry(slot, ino);
-    return PosixError("no space for a symlink target", ENOSPC);
+  uint64_t ino;
+  format::Extent block;
+  {
+    Edit orphan(*this);
+    // The entry's slot is taken in the second edit; checking for one now keeps a full
+    // table from costing a commit.
+    if (free_slots_.empty() && dirent_high_ == sb_.dirent_count) {
+      return PosixError("directory entry table is full", ENOSPC);
+    }
+    auto made = NewEntryInode(orphan, parent, format::InodeType::kSymlink, 0777, caller);
+    if (!made.ok()) return made.status();
+    ino = *made;
+    std::optional<format::Extent> b = alloc_.AllocateHigh(1);
+    if (!b) return PosixError("no space for a symlink target", ENOSPC);
+    orphan.allocated().push_back(*b);  // given back if the edit is dropped
+    if (absl::Status s = PrepareBlocks(*b); !s.ok()) return s;
+    block = *b;
+    format::InodeRecord& r = orphan.Rec(ino);
+    r.size = target.size();
+    r.extent_count = 1;
+    r.extents[0] = block;
+    r.state = format::InodeState::kOrphan;
+    r.nlink = 0;
+    // Whether or not it reached the pool, a failure leaves no trace in memory, and the
+    // next open reclaims an orphan that did.
+    if (absl::Status s = orphan.Commit(); !s.ok()) return s;
   }
-  in.rec.extent_count = 1;
-  in.rec.extents[0] = *block;
-  in.rec.state = format::InodeState::kOrphan;
-  in.rec.nlink = 0;
-  Transaction orphan;
-  PutInode(orphan, ino);
-  if (absl::Status s = Commit(orphan); !s.ok()) {
-    // Whether or not it reached the pool, the next open reclaims it as an orphan.
-    free_slots_.push_back(slot);
-    return s;
-  }
-  const uint64_t off = sb_.data_offset + block->block * format::kBlockSize;
+  const uint64_t off = sb_.data_offset + block.block * format::kBlockSize;
   region_->Store(off, target.data(), target.size());
   region_->Flush(off, target.size());
   region_->Drain();
-  if (absl::Status h = region_->health(); !h.ok()) {
-    free_slots_.push_back(slot);
-    return h;
-  }
-  in.rec.state = format::InodeState::kLive;
-  in.rec.nlink = 1;
-  return CommitEntry(parent, name, slot, ino);
+  // The orphan stays (in memory and on media) if anything below fails: reclaimed at the
+  // next open.
+  if (absl::Status h = region_->health(); !h.ok()) return h;
+  Edit e(*this);
+  e.LockInOrder({parent, ino});
+  auto slot = e.NewSlot();
+  if (!slot.ok()) return slot.status();
+  format::InodeRecord& r = e.Rec(ino);
+  r.state = format::InodeState::kLive;
+  r.nlink = 1;
+  return CommitEntry(e, parent, name, *slot, ino);
 }
 
 absl::StatusOr<Attr> Pool::Mknod(InodeId parent, std::string_view name, uint32_t mode,
@@ -245,15 +280,16 @@ absl::StatusOr<Attr> Pool::Mknod(InodeId parent, std::string_view name, uint32_t
   }
   const bool device = type == format::InodeType::kCharDevice ||
                       type == format::InodeType::kBlockDevice;
-  MutexLock l(&mu_);
+  MutexLock ns(&ns_mu_);
   auto dir = GetDir(parent);
   if (!dir.ok()) return dir.status();
   if ((*dir)->names.contains(AsKey(name))) return PosixError(name, EEXIST);
-  auto entry = NewEntry(parent, type, mode & 07777, caller);
+  Edit e(*this);
+  auto entry = NewEntry(e, parent, type, mode & 07777, caller);
   if (!entry.ok()) return entry.status();
   const auto [slot, ino] = *entry;
-  inodes_[ino]->rec.rdev = device ? rdev : 0;
-  return CommitEntry(parent, name, slot, ino);
+  e.Rec(ino).rdev = device ? rdev : 0;
+  return CommitEntry(e, parent, name, slot, ino);
 }
 
 absl::StatusOr<std::string> Pool::Readlink(InodeId ino) {
@@ -272,7 +308,7 @@ absl::StatusOr<std::string> Pool::Readlink(InodeId ino) {
 absl::StatusOr<Attr> Pool::Link(InodeId ino, InodeId new_parent, std::string_view new_name) {
   if (absl::Status s = ValidateName(new_name); !s.ok()) return s;
   if (absl::Status s = Writable(); !s.ok()) return s;
-  MutexLock l(&mu_);
+  MutexLock ns(&ns_mu_);
   auto in = Get(ino);
   if (!in.ok()) return in.status();
   if (IsDir((*in)->rec)) return PosixError("link to a directory", EPERM);
@@ -281,20 +317,19 @@ absl::StatusOr<Attr> Pool::Link(InodeId ino, InodeId new_parent, std::string_vie
   auto dir = GetDir(new_parent);
   if (!dir.ok()) return dir.status();
   if ((*dir)->names.contains(AsKey(new_name))) return PosixError(new_name, EEXIST);
-  auto slot = NewDirentSlot();
+  Edit e(*this);
+  e.LockInOrder({ino, new_parent});
+  auto slot = e.NewSlot();
   if (!slot.ok()) return slot.status();
-  Transaction txn;
-  AddName(*slot, new_parent, ino, new_name);
-  PutDirent(txn, *slot, new_parent, ino, new_name);
-  ++(*in)->rec.nlink;
-  Touch(ino, false);
-  PutInode(txn, ino);
-  Touch(new_parent, true);
-  PutInode(txn, new_parent);
-  absl::Status s = Commit(txn);
+  e.SetDirent(*slot, new_parent, ino, new_name);
+  format::InodeRecord& r = e.Rec(ino);
+  ++r.nlink;
+  Touch(r, false);
+  Touch(e.Rec(new_parent), true);
+  absl::Status s = e.Commit();
   if (!s.ok()) return s;
   (*in)->lookups.fetch_add(1);
-  return MakeAttr(ino, **in);
+  return MakeAttr(ino, r);  // e still holds the inode, so r is its live record
 }
 
 absl::Status Pool::Unlink(InodeId parent, std::string_view name) {
@@ -302,7 +337,7 @@ absl::Status Pool::Unlink(InodeId parent, std::string_view name) {
   if (absl::Status s = Writable(); !s.ok()) return s;
   std::vector<uint64_t> reclaim;
   {
-    MutexLock l(&mu_);
+    MutexLock ns(&ns_mu_);
     auto dir = GetDir(parent);
     if (!dir.ok()) return dir.status();
     auto it = (*dir)->names.find(AsKey(name));
@@ -310,13 +345,14 @@ absl::Status Pool::Unlink(InodeId parent, std::string_view name) {
     const uint64_t slot = it->second;
     const uint64_t ino = dirents_.at(slot).child;
     if (IsDir(inodes_[ino]->rec)) return PosixError(name, EISDIR);
-    Transaction txn;
-    FreeName(txn, slot);
-    DropLink(txn, ino, reclaim);
-    Touch(parent, true);
-    PutInode(txn, parent);
-    absl::Status s = Commit(txn);
+    Edit e(*this);
+    e.LockInOrder({parent, ino});
+    e.RemoveDirent(slot);
+    DropLink(e, ino);
+    Touch(e.Rec(parent), true);
+    absl::Status s = e.Commit();
     if (!s.ok()) return s;
+    reclaim = e.reclaim();
   }
   ReclaimAll(reclaim);
   return absl::OkStatus();
@@ -329,7 +365,7 @@ absl::Status Pool::Rmdir(InodeId parent, std::string_view name) {
   if (absl::Status s = Writable(); !s.ok()) return s;
   std::vector<uint64_t> reclaim;
   {
-    MutexLock l(&mu_);
+    MutexLock ns(&ns_mu_);
     auto dir = GetDir(parent);
     if (!dir.ok()) return dir.status();
     auto it = (*dir)->names.find(AsKey(name));
@@ -339,15 +375,16 @@ absl::Status Pool::Rmdir(InodeId parent, std::string_view name) {
     Inode& victim = *inodes_[ino];
     if (!IsDir(victim.rec)) return PosixError(name, ENOTDIR);
     if (!victim.names.empty()) return PosixError(name, ENOTEMPTY);
-    Transaction txn;
-    FreeName(txn, slot);
-    victim.parent_slot = UINT64_MAX;
-    DropLink(txn, ino, reclaim);
-    --(*dir)->rec.nlink;
-    Touch(parent, true);
-    PutInode(txn, parent);
-    absl::Status s = Commit(txn);
+    Edit e(*this);
+    e.LockInOrder({parent, ino});
+    e.RemoveDirent(slot);
+    DropLink(e, ino);
+    format::InodeRecord& p = e.Rec(parent);
+    --p.nlink;
+    Touch(p, true);
+    absl::Status s = e.Commit();
     if (!s.ok()) return s;
+    reclaim = e.reclaim();
   }
   ReclaimAll(reclaim);
   return absl::OkStatus();
@@ -364,7 +401,7 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
   if (absl::Status s = Writable(); !s.ok()) return s;
   std::vector<uint64_t> reclaim;
   {
-    MutexLock l(&mu_);
+    MutexLock ns(&ns_mu_);
     auto src_dir = GetDir(parent);
     if (!src_dir.ok()) return src_dir.status();
     auto dst_dir = GetDir(new_parent);
@@ -388,23 +425,20 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
     }
     if (target_exists && src_ino == dst_ino) return absl::OkStatus();  // POSIX: no-op
 
-    Transaction txn;
+    Edit e(*this);
+    e.LockInOrder({parent, new_parent, src_ino, dst_ino});
     if (flags & kRenameExchange) {
       Inode& dst = *inodes_[dst_ino];
       if (IsDir(dst.rec) && parent != new_parent && IsAncestor(dst_ino, parent)) {
         return PosixError("exchange a directory into its own subtree", EINVAL);
       }
-      dirents_[src_slot].child = dst_ino;
-      dirents_[dst_slot].child = src_ino;
-      if (IsDir(src.rec)) src.parent_slot = dst_slot;
-      if (IsDir(dst.rec)) dst.parent_slot = src_slot;
       if (parent != new_parent && IsDir(src.rec) != IsDir(dst.rec)) {
         const int delta = IsDir(src.rec) ? 1 : -1;
-        (*dst_dir)->rec.nlink += delta;
-        (*src_dir)->rec.nlink -= delta;
+        e.Rec(new_parent).nlink += delta;
+        e.Rec(parent).nlink -= delta;
       }
-      PutDirent(txn, src_slot, parent, dst_ino, name);
-      PutDirent(txn, dst_slot, new_parent, src_ino, new_name);
+      e.SetDirent(src_slot, parent, dst_ino, name);
+      e.SetDirent(dst_slot, new_parent, src_ino, new_name);
     } else {
       if (target_exists) {
         Inode& dst = *inodes_[dst_ino];
@@ -412,62 +446,43 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
         if (!IsDir(src.rec) && IsDir(dst.rec)) return PosixError(new_name, EISDIR);
         if (IsDir(dst.rec) && !dst.names.empty()) return PosixError(new_name, ENOTEMPTY);
         // The target's dirent now names the source; the source's dirent goes away.
-        dirents_[dst_slot].child = src_ino;
-        if (IsDir(dst.rec)) {
-          dst.parent_slot = UINT64_MAX;
-          --(*dst_dir)->rec.nlink;  // the replaced subdirectory's ".."
-        }
-        DropLink(txn, dst_ino, reclaim);
-        FreeName(txn, src_slot);
-        PutDirent(txn, dst_slot, new_parent, src_ino, new_name);
-        if (IsDir(src.rec)) src.parent_slot = dst_slot;
-      } else if (parent == new_parent) {
-        // Same directory: rename the entry in place, keeping its slot (and so its
-        // position for readdir scans in progress).
-        Inode& dir = **src_dir;
-        dir.names.erase(dirents_[src_slot].name);
-        dir.names[std::string(new_name)] = src_slot;
-        dirents_[src_slot].name = std::string(new_name);
-        PutDirent(txn, src_slot, parent, src_ino, new_name);
+        if (IsDir(dst.rec)) --e.Rec(new_parent).nlink;  // the replaced subdirectory's ".."
+        DropLink(e, dst_ino);
+        e.RemoveDirent(src_slot);
+        e.SetDirent(dst_slot, new_parent, src_ino, new_name);
       } else {
-        DropName(src_slot);
-        AddName(src_slot, new_parent, src_ino, new_name);
-        PutDirent(txn, src_slot, new_parent, src_ino, new_name);
+        // Same directory: the entry keeps its slot (and so its position for readdir
+        // scans in progress); across directories too, only its parent changes.
+        e.SetDirent(src_slot, new_parent, src_ino, new_name);
       }
       if (IsDir(src.rec) && parent != new_parent) {
-        --(*src_dir)->rec.nlink;
-        ++(*dst_dir)->rec.nlink;
+        --e.Rec(parent).nlink;
+        ++e.Rec(new_parent).nlink;
       }
     }
     // A file created under a segment name that leaves segment names gives its segment
     // extent back: PostgreSQL writes timeline history files as xlogtemp.<pid> and renames
     // them, and each would otherwise hold a whole segment.
     auto settle = [&](uint64_t ino, std::string_view its_name) {
-      auto& r = inodes_[ino]->rec;
-      if (r.type != format::InodeType::kRegular || !(r.flags & format::kInodeFlagSegment) ||
-          IsWalSegmentName(its_name)) {
+      const format::InodeRecord& cur = e.View(ino);
+      if (cur.type != format::InodeType::kRegular ||
+          !(cur.flags & format::kInodeFlagSegment) || IsWalSegmentName(its_name)) {
         return;
       }
-      r.flags &= ~format::kInodeFlagSegment;
-      TrimBlocks(ino, format::AlignUp(r.size, format::kBlockSize) / format::kBlockSize, txn,
-                 reclaim);
+      e.Rec(ino).flags &= ~format::kInodeFlagSegment;
+      TrimBlocks(e, ino, 0);
     };
     if (flags & kRenameExchange) {
       settle(dst_ino, name);
-      Touch(dst_ino, false);
-      PutInode(txn, dst_ino);
+      Touch(e.Rec(dst_ino), false);
     }
     settle(src_ino, new_name);
-    Touch(src_ino, false);
-    PutInode(txn, src_ino);
-    Touch(parent, true);
-    PutInode(txn, parent);
-    if (new_parent != parent) {
-      Touch(new_parent, true);
-      PutInode(txn, new_parent);
-    }
-    absl::Status s = Commit(txn);
+    Touch(e.Rec(src_ino), false);
+    Touch(e.Rec(parent), true);
+    if (new_parent != parent) Touch(e.Rec(new_parent), true);
+    absl::Status s = e.Commit();
     if (!s.ok()) return s;
+    reclaim = e.reclaim();
   }
   ReclaimAll(reclaim);
   return absl::OkStatus();
@@ -475,43 +490,57 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
 
 absl::StatusOr<Attr> Pool::Setattr(InodeId ino, const SetattrRequest& request) {
   if (absl::Status s = Writable(); !s.ok()) return s;
-  std::vector<uint64_t> reclaim;
-  Attr attr;
-  {
-    MutexLock l(&mu_);
-    auto in = Get(ino);
-    if (!in.ok()) return in.status();
-    auto& r = (*in)->rec;
-    Transaction txn;
-    if (request.size) {
-      if (IsDir(r)) return PosixError("truncate", EISDIR);
-      if (r.type != format::InodeType::kRegular) return PosixError("truncate", EINVAL);
-      if ((*in)->leases > 0 && *request.size < (*in)->leased_size) {
-        // A direct-access client maps these blocks and may store into them (lease.cc).
-        return PosixError(absl::StrCat("truncate of inode ", ino, " to ", *request.size,
-                                       " below its leased size ", (*in)->leased_size),
-                          ETXTBSY);
+  for (;;) {
+    std::vector<uint64_t> reclaim;
+    Attr attr;
+    absl::Status status;
+    {
+      MutexLock ns(&ns_mu_);
+      auto in = Get(ino);
+      if (!in.ok()) return in.status();
+      if ((*in)->reclaiming) return PosixError(absl::StrCat("inode ", ino), ESTALE);
+      Edit e(*this);
+      format::InodeRecord& r = e.Rec(ino);
+      ZeroTail tail;
+      if (request.size) {
+        if (IsDir(r)) return PosixError("truncate", EISDIR);
+        if (r.type != format::InodeType::kRegular) return PosixError("truncate", EINVAL);
+        if ((*in)->leases > 0 && *request.size < (*in)->leased_size) {
+          // A direct-access client maps these blocks and may store into them (lease.cc).
+          return PosixError(absl::StrCat("truncate of inode ", ino, " to ", *request.size,
+                                         " below its leased size ", (*in)->leased_size),
+                            ETXTBSY);
+        }
+        auto t = Truncate(e, ino, *request.size);
+        status = t.status();
+        if (t.ok()) tail = *t;
       }
-      absl::Status s = Truncate(ino, *request.size, txn, reclaim);
-      if (!s.ok()) return s;
+      if (status.ok()) {
+        if (request.clear_setid && !request.mode) {
+          r.mode &= ~(S_ISUID | ((r.mode & S_IXGRP) ? S_ISGID : 0));
+        }
+        if (request.mode) r.mode = (r.mode & S_IFMT) | (*request.mode & 07777);
+        if (request.uid) r.uid = *request.uid;
+        if (request.gid) r.gid = *request.gid;
+        if (request.atime_ns) r.atime_ns = *request.atime_ns;
+        Touch(r, request.size.has_value());
+        if (request.mtime_ns) r.mtime_ns = *request.mtime_ns;
+        status = e.Commit();
+        if (!status.ok()) return status;
+        // Still under the inode's lock (e), so no write sees the old bytes past EOF.
+        ZeroFileRange(r, tail);
+        attr = MakeAttr(ino, r);
+        reclaim = e.reclaim();
+      }
     }
-    if (request.clear_setid && !request.mode) {
-      r.mode &= ~(S_ISUID | ((r.mode & S_IXGRP) ? S_ISGID : 0));
+    if (!status.ok()) {
+      // Blocks being zeroed count as free (Statfs): wait for them rather than fail.
+      if (ErrnoFromStatus(status) == ENOSPC && AwaitReclaims()) continue;
+      return status;
     }
-    if (request.mode) r.mode = (r.mode & S_IFMT) | (*request.mode & 07777);
-    if (request.uid) r.uid = *request.uid;
-    if (request.gid) r.gid = *request.gid;
-    if (request.atime_ns) r.atime_ns = *request.atime_ns;
-    Touch(ino, request.size.has_value());
-    if (request.mtime_ns) r.mtime_ns = *request.mtime_ns;
-    PutInode(txn, ino);
-    absl::Status s = Commit(txn);
-    if (!s.ok()) return s;
-    ZeroPendingTail();
-    attr = MakeAttr(ino, **in);
+    ReclaimAll(reclaim);
+    return attr;
   }
-  ReclaimAll(reclaim);
-  return attr;
 }
 
 absl::Status Pool::Readdir(InodeId ino, uint64_t cookie,
@@ -536,6 +565,7 @@ absl::Status Pool::Readdir(InodeId ino, uint64_t cookie,
   const auto& slots = (*dir)->slots;
   for (auto it = slots.lower_bound(cookie - 2); it != slots.end(); ++it) {
     const Dirent& d = dirents_.at(*it);
+    // A type never changes, and an Edit rewrites a record only under mu_ exclusive.
     const DirEntry e{d.name, d.child, DirentType(inodes_[d.child]->rec.type), *it + 3};
     if (!fn(e)) break;
   }

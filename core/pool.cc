@@ -24,6 +24,8 @@ bool AllZero(const char* p, size_t n) {
   return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
 }
 
+}  // namespace
+
 uint32_t TypeBits(format::InodeType t) {
   switch (t) {
     case format::InodeType::kRegular: return S_IFREG;
@@ -36,8 +38,6 @@ uint32_t TypeBits(format::InodeType t) {
     default: return 0;
   }
 }
-
-}  // namespace
 
 int64_t NowNs() {
   timespec ts;
@@ -108,6 +108,10 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Open(std::unique_ptr<PersistentRegio
     s = pool->region_->health();
     if (!s.ok()) return s;
   }
+  {
+    MutexLock l(&pool->ns_mu_);
+    pool->PublishFree();
+  }
   return pool;
 }
 
@@ -117,7 +121,26 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay) {
   if (read_only_) {
     for (const auto& [off, bytes] : replay.images) overlay[off] = bytes.data();
   }
+  format::PoolState state;
+  {
+    const auto ov = overlay.find(format::kStateOffset);
+    std::memcpy(&state,
+                ov != overlay.end() ? ov->second : region_->data() + format::kStateOffset,
+                sizeof(state));
+  }
+  if (std::string e = PoolStateError(state, sb_); !e.empty()) {
+    return absl::DataLossError(absl::StrCat("state record (offset ", format::kStateOffset,
+                                            "): ", e, "; run fsck.walfs --repair"));
+  }
+  {
+    MutexLock jl(&journal_mu_);
+    state_ = state;
+  }
+  MutexLock ns(&ns_mu_);
   MutexLock l(&mu_);
+  inode_high_ = state.inode_high;
+  dirent_high_ = state.dirent_high;
+  guard_.Init(state.uninit_begin, state.uninit_end, {});  // the range, for LoadInodes
   next_generation_ = std::max<uint64_t>(next_generation_, replay.sequence + 1);
   absl::Status s = LoadInodes(overlay);
   if (!s.ok()) return s;
@@ -125,7 +148,9 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay) {
   if (!s.ok()) return s;
   s = CheckTree();
   if (!s.ok()) return s;
-  return CheckFreeSpace();
+  // Free space is not read here (pool_state.h): blocks are checked when first allocated.
+  guard_.Init(state.uninit_begin, state.uninit_end, alloc_.free_runs());
+  return absl::OkStatus();
 }
 
 absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay) {
@@ -136,7 +161,8 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
                                             sb_.inode_table_offset, ") is not zero"));
   }
   const uint64_t data_bytes = sb_.data_blocks * kBlockSize;
-  for (uint64_t ino = sb_.inode_count - 1; ino >= 1; --ino) {
+  // Slots at or above inode_high_ were never used (format.h) and are not read.
+  for (uint64_t ino = inode_high_ - 1; ino >= 1; --ino) {
     const uint64_t off = sb_.inode_table_offset + ino * format::kInodeSize;
     const auto ov = overlay.find(off);
     const char* raw = ov != overlay.end() ? ov->second : region_->data() + off;
@@ -175,6 +201,13 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
     for (uint32_t i = 0; i < rec.extent_count; ++i) {
       absl::Status s = alloc_.Reserve(rec.extents[i]);
       if (!s.ok()) return absl::DataLossError(absl::StrCat(where(), s.message()));
+      const format::Extent& x = rec.extents[i];
+      if (x.block < guard_.uninit_end() && x.block + x.count > guard_.uninit_begin()) {
+        return absl::DataLossError(absl::StrCat(
+            where(), "extent [", x.block, ", +", x.count,
+            ") lies in the range no file has used since mkfs (blocks ", guard_.uninit_begin(),
+            "..", guard_.uninit_end(), ")"));
+      }
     }
     const uint64_t limit = rec.type != format::InodeType::kSymlink
                                ? AllocatedBlocks(rec) * kBlockSize
@@ -211,7 +244,7 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
 }
 
 absl::Status Pool::LoadDirents(const absl::flat_hash_map<uint64_t, const char*>& overlay) {
-  for (uint64_t slot = sb_.dirent_count; slot-- > 0;) {
+  for (uint64_t slot = dirent_high_; slot-- > 0;) {
     const uint64_t off = sb_.dirent_table_offset + slot * format::kDirentSize;
     const auto ov = overlay.find(off);
     const char* raw = ov != overlay.end() ? ov->second : region_->data() + off;
@@ -321,38 +354,6 @@ absl::Status Pool::CheckTree() {
   return absl::OkStatus();
 }
 
-absl::Status Pool::CheckFreeSpace() {
-  // New files and segments get free blocks without writing them (their zeros are
-  // elided), so a non-zero free block would surface as stale bytes in a new WAL
-  // segment. Reading the data area not owned by a file costs a memory scan at open
-  // (README: about 0.17 s per GiB of free space on tmpfs).
-  std::vector<format::Extent> owned;
-  for (const auto& in : inodes_) {
-    if (in == nullptr) continue;
-    for (uint32_t i = 0; i < in->rec.extent_count; ++i) owned.push_back(in->rec.extents[i]);
-  }
-  std::sort(owned.begin(), owned.end(), [](const format::Extent& a, const format::Extent& b) {
-    return a.block < b.block;
-  });
-  auto scan = [&](uint64_t begin, uint64_t end) -> absl::Status {
-    for (uint64_t b = begin; b < end; ++b) {
-      if (!AllZero(region_->data() + sb_.data_offset + b * kBlockSize, kBlockSize)) {
-        return absl::DataLossError(absl::StrCat(
-            "data block ", b, " (offset ", sb_.data_offset + b * kBlockSize,
-            ") is free space but not zero; run fsck.walfs --repair"));
-      }
-    }
-    return absl::OkStatus();
-  };
-  uint64_t cursor = 0;
-  for (const auto& e : owned) {
-    absl::Status s = scan(cursor, e.block);
-    if (!s.ok()) return s;
-    cursor = std::max(cursor, e.block + e.count);
-  }
-  return scan(cursor, sb_.data_blocks);
-}
-
 absl::Status Pool::Recover() {
   // Orphans: nothing is open after a restart, so all of them go.
   std::vector<uint64_t> orphans;
@@ -406,13 +407,20 @@ absl::StatusOr<Pool::Inode*> Pool::GetDir(InodeId ino) const {
   return in;
 }
 
+absl::StatusOr<std::shared_ptr<Pool::Inode>> Pool::Pin(InodeId ino) {
+  ReaderMutexLock l(&mu_);
+  if (ino == 0 || ino >= inodes_.size() || inodes_[ino] == nullptr) {
+    return PosixError(absl::StrCat("inode ", ino), ESTALE);
+  }
+  return inodes_[ino];
+}
+
 absl::Status Pool::Writable() const {
   if (read_only_) return PosixError("pool opened read-only", EROFS);
   return absl::OkStatus();
 }
 
-Attr Pool::MakeAttr(InodeId ino, const Inode& in) const {
-  const auto& r = in.rec;
+Attr Pool::MakeAttr(InodeId ino, const format::InodeRecord& r) const {
   Attr a;
   a.ino = ino;
   a.generation = r.generation;
@@ -429,42 +437,35 @@ Attr Pool::MakeAttr(InodeId ino, const Inode& in) const {
   return a;
 }
 
-absl::StatusOr<uint64_t> Pool::NewInode(format::InodeType type, uint32_t mode,
-                                        const Caller& c) {
-  if (free_inodes_.empty()) return PosixError("no free inodes", ENOSPC);
-  const uint64_t ino = free_inodes_.back();
-  free_inodes_.pop_back();
-  auto in = std::make_unique<Inode>();
-  auto& r = in->rec;
-  r.state = format::InodeState::kLive;
-  r.type = type;
-  r.generation = next_generation_++;
-  r.mode = TypeBits(type) | (mode & 07777);
-  r.uid = c.uid;
-  r.gid = c.gid;
-  r.nlink = type == format::InodeType::kDirectory ? 2 : 1;
-  r.atime_ns = r.mtime_ns = r.ctime_ns = NowNs();
-  inodes_[ino] = std::move(in);
-  return ino;
-}
-
-absl::StatusOr<uint64_t> Pool::NewDirentSlot() {
-  if (free_slots_.empty()) return PosixError("directory entry table is full", ENOSPC);
-  const uint64_t slot = free_slots_.back();
-  free_slots_.pop_back();
+uint64_t Pool::TakeFreshSlot(uint64_t& high, uint64_t table_offset, uint64_t record_size) {
+  const uint64_t slot = high++;
+  // Below the mark a slot is a valid record or zero (format.h), and a slot handed out
+  // may go back to the free list unwritten (a dropped Edit): zero it before the mark that
+  // covers it can be committed. Free after a new file or an earlier use; a write only
+  // when mkfs --force left an older pool's bytes.
+  const uint64_t off = table_offset + slot * record_size;
+  if (!AllZero(region_->data() + off, record_size)) {
+    region_->Fill(off, 0, record_size);
+    region_->Persist(off, record_size);
+  }
+  NoteStateChanged();
   return slot;
 }
 
-void Pool::PutDirent(Transaction& txn, uint64_t slot, uint64_t parent, uint64_t child,
-                     std::string_view name) {
-  format::DirentRecord d{};
-  d.in_use = 1;
-  d.type = inodes_[child]->rec.type;
-  d.name_length = static_cast<uint16_t>(name.size());
-  d.parent = parent;
-  d.child = child;
-  std::memcpy(d.name, name.data(), name.size());
-  txn.PutDirent(sb_, slot, d);
+absl::Status Pool::PrepareBlocks(const format::Extent& e) {
+  const uint64_t begin = guard_.uninit_begin(), end = guard_.uninit_end();
+  absl::Status s = guard_.Prepare(*region_, sb_.data_offset, e);
+  if (guard_.uninit_begin() != begin || guard_.uninit_end() != end) NoteStateChanged();
+  return s;
+}
+
+void Pool::NoteStateChanged() {
+  MutexLock l(&journal_mu_);
+  state_.inode_high = inode_high_;
+  state_.dirent_high = dirent_high_;
+  state_.uninit_begin = guard_.uninit_begin();
+  state_.uninit_end = guard_.uninit_end();
+  state_dirty_ = true;
 }
 
 void Pool::AddName(uint64_t slot, uint64_t parent, uint64_t child, std::string_view name) {
@@ -472,58 +473,6 @@ void Pool::AddName(uint64_t slot, uint64_t parent, uint64_t child, std::string_v
   p->names[std::string(name)] = slot;
   p->slots.insert(slot);
   dirents_[slot] = Dirent{parent, child, std::string(name)};
-}
-
-void Pool::DropName(uint64_t slot) {
-  auto it = dirents_.find(slot);
-  Inode* p = inodes_[it->second.parent].get();
-  p->names.erase(it->second.name);
-  p->slots.erase(slot);
-  dirents_.erase(it);
-}
-
-void Pool::FreeName(Transaction& txn, uint64_t slot) {
-  DropName(slot);
-  free_slots_.push_back(slot);
-  txn.FreeDirent(sb_, slot);
-}
-
-void Pool::PutInode(Transaction& txn, uint64_t ino) {
-  Inode& in = *inodes_[ino];
-  MutexLock l(&in.mu);
-  FlushDirty(in);
-  in.size_dirty = in.mtime_dirty = false;
-  in.committed_ns = NowNs();
-  txn.PutInode(sb_, ino, in.rec);
-}
-
-absl::Status Pool::Commit(const Transaction& txn) {
-  MutexLock l(&journal_mu_);
-  absl::Status s = journal_->Commit(txn);
-  if (s.ok()) counters_.journal_commits.fetch_add(1, std::memory_order_relaxed);
-  return s;
-}
-
-void Pool::Touch(uint64_t ino, bool mtime) {
-  auto& r = inodes_[ino]->rec;
-  r.ctime_ns = NowNs();
-  if (mtime) r.mtime_ns = r.ctime_ns;
-}
-
-void Pool::DropLink(Transaction& txn, uint64_t ino, std::vector<uint64_t>& reclaim) {
-  Inode& in = *inodes_[ino];
-  auto& r = in.rec;
-  if (r.type == format::InodeType::kDirectory) {
-    r.nlink = 0;
-  } else {
-    --r.nlink;
-  }
-  Touch(ino, false);
-  if (r.nlink == 0) {
-    r.state = format::InodeState::kOrphan;
-    if (in.lookups.load() == 0) reclaim.push_back(ino);
-  }
-  PutInode(txn, ino);
 }
 
 bool Pool::IsAncestor(uint64_t dir, uint64_t of) const {
@@ -551,8 +500,9 @@ void Pool::ReclaimAll(const std::vector<uint64_t>& inos) {
 
 void Pool::Reclaim(uint64_t ino) {
   format::InodeRecord rec;
+  uint64_t blocks = 0;
   {
-    MutexLock l(&mu_);
+    MutexLock ns(&ns_mu_);
     Inode* in = Find(ino);
     // A leased orphan's blocks may still be mapped by a client (lease.cc).
     if (in == nullptr || in->reclaiming || in->rec.state != format::InodeState::kOrphan ||
@@ -560,47 +510,60 @@ void Pool::Reclaim(uint64_t ino) {
       return;
     }
     in->reclaiming = true;
-    rec = in->rec;
+    {
+      // A thread that pinned the inode before it lost its last reference stores
+      // nothing into the blocks from now on (Write checks `gone`).
+      MutexLock il(&in->mu);
+      in->gone = true;
+      rec = in->rec;
+    }
+    blocks = AllocatedBlocks(rec);
     reclaims_in_flight_.fetch_add(1);
+    // Free for statfs from now on: an allocation that needs them waits for the zeroing
+    // (AwaitReclaims), so nothing is handed out before it is zero.
+    zeroing_blocks_.fetch_add(blocks);
   }
   struct Done {
     Pool* pool;
+    uint64_t blocks;
     ~Done() {
+      pool->zeroing_blocks_.fetch_sub(blocks);
       pool->reclaims_done_.fetch_add(1);
       pool->reclaims_in_flight_.fetch_sub(1);
     }
-  } done{this};
+  } done{this, blocks};
   // The orphan owns its extents until the commit below, so nobody else touches them and
   // the zeroing runs without locks. A crash before the commit leaves the orphan in place
   // and the next open zeroes it again.
-  uint64_t blocks = 0;
   for (uint32_t i = 0; i < rec.extent_count; ++i) {
     const auto& e = rec.extents[i];
     const uint64_t off = sb_.data_offset + e.block * kBlockSize;
     region_->Fill(off, 0, e.count * kBlockSize);
     region_->Flush(off, e.count * kBlockSize);
-    blocks += e.count;
   }
   region_->Drain();
-  MutexLock l(&mu_);
-  Transaction txn;
-  txn.FreeInode(sb_, ino);
-  if (!Commit(txn).ok()) return;  // stays an orphan; reclaimed at the next open
-  for (uint32_t i = 0; i < rec.extent_count; ++i) alloc_.Release(rec.extents[i]);
-  inodes_[ino].reset();
-  free_inodes_.push_back(ino);
+  MutexLock ns(&ns_mu_);
+  Edit e(*this);
+  e.FreeInode(ino);
+  // On failure it stays an orphan in memory and on media; the next open reclaims it.
+  if (!e.Commit().ok()) return;
   counters_.orphans_reclaimed.fetch_add(1, std::memory_order_relaxed);
   counters_.zeroed_blocks.fetch_add(blocks, std::memory_order_relaxed);
 }
 
+void Pool::PublishFree() {
+  free_blocks_.store(alloc_.free_blocks());
+  // Slots at or above the mark were never used (format.h) and are free too.
+  free_inodes_count_.store(free_inodes_.size() + (sb_.inode_count - inode_high_));
+}
+
 FsStats Pool::Statfs() {
-  ReaderMutexLock l(&mu_);
   FsStats s;
   s.block_size = kBlockSize;
   s.total_blocks = sb_.data_blocks;
-  s.free_blocks = alloc_.free_blocks();
+  s.free_blocks = std::min(sb_.data_blocks, free_blocks_.load() + zeroing_blocks_.load());
   s.total_inodes = sb_.inode_count - 1;
-  s.free_inodes = free_inodes_.size();
+  s.free_inodes = free_inodes_count_.load();
   return s;
 }
 
@@ -628,8 +591,10 @@ absl::Status Pool::Close() {
   if (read_only_) return absl::OkStatus();
   std::vector<uint64_t> orphans;
   {
-    MutexLock l(&mu_);
-    Transaction txn;
+    MutexLock ns(&ns_mu_);
+    std::vector<uint64_t> dirty;
+    // Under ns_mu_ nothing but this thread changes inodes_, and an inode's lock is never
+    // taken under mu_ (pool.h).
     for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
       Inode* in = inodes_[ino].get();
       if (in == nullptr) continue;
@@ -638,21 +603,41 @@ absl::Status Pool::Close() {
       // to open a pool while a client holds it, fs/pool_lock.h).
       in->lookups.store(0);
       if (in->rec.state == format::InodeState::kOrphan) orphans.push_back(ino);
-      bool dirty;
-      {
-        MutexLock il(&in->mu);
-        dirty = in->size_dirty || in->mtime_dirty || in->dirty_hi > in->dirty_lo;
+      MutexLock il(&in->mu);
+      if (in->size_dirty || in->mtime_dirty || in->dirty_hi > in->dirty_lo) {
+        dirty.push_back(ino);
       }
-      if (dirty) {
-        Transaction one;
-        PutInode(one, ino);
-        absl::Status s = Commit(one);
-        if (!s.ok()) return s;
-      }
+    }
+    for (uint64_t ino : dirty) {
+      Edit e(*this);
+      e.Rec(ino);
+      absl::Status s = e.Commit();
+      if (!s.ok()) return s;
     }
   }
   ReclaimAll(orphans);
   return region_->health();
+}
+
+absl::Status Pool::Commit(const Transaction& txn, bool* committed) {
+  bool done = false;
+  absl::Status s;
+  {
+    MutexLock l(&journal_mu_);
+    if (state_dirty_) {
+      // The marks moved (a fresh slot or uninitialised blocks taken): they commit with
+      // the first transaction after, which is the one using them or an earlier one.
+      Transaction with_state = txn;
+      with_state.PutState(state_);
+      s = journal_->Commit(with_state, &done);
+      if (done) state_dirty_ = false;
+    } else {
+      s = journal_->Commit(txn, &done);
+    }
+  }
+  if (done) counters_.journal_commits.fetch_add(1, std::memory_order_relaxed);
+  if (committed != nullptr) *committed = done;
+  return s;
 }
 
 }  // namespace walfs::core

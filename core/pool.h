@@ -2,21 +2,40 @@
 //
 // WalDirectory (wal_directory.h) is the public face; this header is core-internal.
 //
-// Locking (the one lock order): mu_  ->  Inode::mu  ->  journal_mu_.
-//  - mu_ exclusive: every namespace change, allocation, and reclaim.
-//  - mu_ shared + Inode::mu: the data path (Read/Write/Fsync) of that inode. It may
-//    change the inode's size/mtime and commit its record, but never allocates: a write
-//    that needs blocks drops both locks, grows the file under mu_ exclusive, and retries.
-//  - journal_mu_: serialises journal commits made by data-path threads.
-// Inode::rec is therefore written under (mu_ exclusive) or (mu_ shared + Inode::mu), and
-// read under either.
+// Locking. The one lock order: ns_mu_ -> Inode::mu (any number, held by one thread at a
+// time: only an Edit under ns_mu_ holds more than one) -> mu_ -> journal_mu_.
+//  - ns_mu_ serialises every change of the namespace, of allocation and of reclaim, and
+//    is held across their journal commits (it plays the part of a journal handle). The
+//    data path and lookups never take it, except a write that must allocate.
+//  - mu_ guards the in-memory maps (inodes_, dirents_, names) and is only ever held for
+//    memory work: shared to find an inode or read names, exclusive while an Edit applies
+//    a committed change. No msync, drain or journal persist happens under it, and no
+//    thread holding it waits for an Inode::mu (readers pin the inode, drop mu_, then
+//    lock the inode), so nothing waits behind I/O to find an inode.
+//  - Inode::mu: the data path of that inode (Read/Write/Fsync, its msyncs and its record
+//    commits). An Edit holds the mu of every inode whose record it rewrites from the
+//    moment it copies the record until the change is applied, so a data-path commit can
+//    never interleave with (and undo) a metadata commit of the same record.
+//  - journal_mu_: serialises journal commits.
+// Inode::rec is written by an Edit's apply under Inode::mu + mu_ exclusive, and by the
+// data path (size, times, set-id bits) under Inode::mu alone. Fields only an Edit changes
+// (type, state, nlink, extents, flags) may be read under mu_ or ns_mu_; the rest need
+// Inode::mu.
+//
+// Apply after commit (LevelDB's VersionEdit order): an operation validates under ns_mu_,
+// builds the new record images from copies in an Edit, commits them, and only then
+// changes the in-memory state. A failed commit changes nothing in memory, and the
+// journal commit leaves the media unchanged when its commit point fails (journal.h), so
+// memory and media agree after a latched persist error.
 #ifndef WALFS_CORE_POOL_H_
 #define WALFS_CORE_POOL_H_
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -29,12 +48,16 @@
 #include "core/journal.h"
 #include "core/mutex.h"
 #include "core/persistent_region.h"
+#include "core/pool_state.h"
 #include "core/wal_directory.h"
 
 namespace walfs::core {
 
 // CLOCK_REALTIME in nanoseconds, for inode times.
 int64_t NowNs();
+
+// The S_IFMT bits of an inode type (0 for an invalid one).
+uint32_t TypeBits(format::InodeType t);
 
 // Debian's Abseil has its own string_view type; containers keyed by std::string look
 // names up through this.
@@ -98,17 +121,21 @@ class Pool {
   struct Inode {
     format::InodeRecord rec{};  // the image the next commit writes (see lock rules)
     std::atomic<uint64_t> lookups{0};
-    bool reclaiming = false;  // guarded by mu_: a reclaim is zeroing its extents
-    // Direct-access leases held (guarded by mu_) and the largest size any of them
+    bool reclaiming = false;  // guarded by ns_mu_: a reclaim is zeroing its extents
+    // Direct-access leases held (guarded by ns_mu_) and the largest size any of them
     // covers: blocks below it never change owner while leases > 0 (AcquireLease).
     uint32_t leases = 0;
     uint64_t leased_size = 0;
     // Directories: name -> dirent slot, and the slots in order (readdir cookies).
+    // Guarded by mu_ (written only while an Edit applies).
     absl::flat_hash_map<std::string, uint64_t> names;
     std::set<uint64_t> slots;
     uint64_t parent_slot = UINT64_MAX;  // a directory's own dirent (root: none)
 
     Mutex mu;
+    // Set (under mu) when a reclaim starts zeroing the inode's blocks: a thread that
+    // pinned the inode before must not store into them any more.
+    bool gone ABSL_GUARDED_BY(mu) = false;
     // Not yet durable (msync mode): file bytes [dirty_lo, dirty_hi) and record fields.
     uint64_t dirty_lo ABSL_GUARDED_BY(mu) = UINT64_MAX;
     uint64_t dirty_hi ABSL_GUARDED_BY(mu) = 0;
@@ -125,6 +152,72 @@ class Pool {
     std::string name;
   };
 
+  // One metadata change, built under ns_mu_ from copies, committed, then applied (the
+  // lock rules above). Everything taken from the free lists or the allocator while
+  // building is given back if the edit is dropped without a successful commit.
+  class Edit {
+   public:
+    explicit Edit(Pool& pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pool.ns_mu_);
+    ~Edit();
+    Edit(const Edit&) = delete;
+    Edit& operator=(const Edit&) = delete;
+
+    // The record `ino` will have once the edit is applied, to change in place. The first
+    // call copies the current record and locks the inode's mu until the edit ends (its
+    // dirty bytes are synced at commit, before the record). New inodes are not locked:
+    // nobody else can see them yet.
+    format::InodeRecord& Rec(uint64_t ino);
+    // The record as this edit sees it (its copy, or the live record), without rewriting
+    // it; locks the inode like Rec, so what it shows cannot change before the edit ends.
+    const format::InodeRecord& View(uint64_t ino);
+    // Locks these live inodes now, in ascending order: an edit that touches several
+    // calls it first, so every edit takes inode locks in one order (data-path threads
+    // hold only one, and edits run one at a time under ns_mu_, so this is for lock-order
+    // checkers more than for safety).
+    void LockInOrder(std::vector<uint64_t> inos);
+    // A free inode number for a new inode of this type, owned by `c`; ENOSPC without one.
+    absl::StatusOr<uint64_t> NewInode(format::InodeType type, uint32_t mode, const Caller& c);
+    absl::StatusOr<uint64_t> NewSlot();
+    // `slot` names `child` in `parent` after the edit (a new entry or a changed one).
+    void SetDirent(uint64_t slot, uint64_t parent, uint64_t child, std::string_view name);
+    // `slot` is free after the edit.
+    void RemoveDirent(uint64_t slot);
+    // `ino`'s record is freed and its extents return to the allocator (zeroed already).
+    void FreeInode(uint64_t ino);
+    // Blocks Grow took for this edit: returned to the allocator if it is dropped.
+    std::vector<format::Extent>& allocated() { return allocated_; }
+    // Inodes to reclaim once the edit is applied (unreferenced orphans, trim carriers).
+    std::vector<uint64_t>& reclaim() { return reclaim_; }
+
+    // Syncs the dirty bytes of the files it rewrites (msync mode), commits every image
+    // in one journal transaction and, if the commit point was reached, applies the edit
+    // to memory. Returns the commit's error (EIO once a persist failed), in which case
+    // memory is unchanged unless the transaction is durable all the same (journal.h).
+    absl::Status Commit();
+
+   private:
+    void Lock(uint64_t ino);
+    void Apply();
+    void Abort();
+
+    Pool& pool_;
+    struct Copy {
+      format::InodeRecord rec;
+      Inode* in;                      // the live inode (null for a new one)
+      std::shared_ptr<Inode> fresh;   // a new inode, installed at apply
+    };
+    std::map<uint64_t, Copy> recs_;     // a std::map: Rec's references stay valid
+    std::vector<Inode*> locked_;        // inodes whose mu this edit holds
+    std::vector<std::pair<uint64_t, std::optional<Dirent>>> dirents_;  // in order
+    std::vector<uint64_t> freed_;       // inodes freed
+    std::vector<uint64_t> new_inodes_;  // taken from free_inodes_
+    std::vector<uint64_t> new_slots_;   // taken from free_slots_
+    std::vector<format::Extent> allocated_;
+    std::vector<format::Extent> released_;  // extents of freed inodes, free at apply
+    std::vector<uint64_t> reclaim_;
+    bool done_ = false;
+  };
+
   Pool(std::unique_ptr<PersistentRegion> region, const format::Superblock& sb,
        const OpenOptions& options);
 
@@ -132,72 +225,82 @@ class Pool {
   absl::Status LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status LoadDirents(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status CheckTree();
-  // DataLoss naming the first non-zero data block no inode owns (format.h's invariant).
-  absl::Status CheckFreeSpace();
   absl::Status Recover();
 
-  // Lookups under mu_ (either mode).
-  Inode* Find(InodeId ino) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Inode*> Get(InodeId ino) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Inode*> GetDir(InodeId ino) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  Attr MakeAttr(InodeId ino, const Inode& in) const;
+  // Lookups under mu_ (either mode) or ns_mu_ (the only writer of what they read).
+  Inode* Find(InodeId ino) const;
+  absl::StatusOr<Inode*> Get(InodeId ino) const;
+  absl::StatusOr<Inode*> GetDir(InodeId ino) const;
+  // The inode, kept alive after mu_ is dropped (a reclaim may free it meanwhile: it then
+  // has `gone` set); ESTALE if there is none.
+  absl::StatusOr<std::shared_ptr<Inode>> Pin(InodeId ino) ABSL_LOCKS_EXCLUDED(mu_);
+  Attr MakeAttr(InodeId ino, const format::InodeRecord& r) const;
   absl::Status Writable() const;
 
-  // Metadata helpers, all under mu_ exclusive.
-  absl::StatusOr<uint64_t> NewInode(format::InodeType type, uint32_t mode, const Caller& c)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<uint64_t> NewDirentSlot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A dirent slot and an inode for a new name in directory `parent`: (slot, ino), owned
-  // by `caller` (the group is the directory's if it is set-group-ID). DiscardEntry gives
-  // both back if the operation fails before CommitEntry; CommitEntry names the inode in
-  // one transaction (dirent, inode, parent times) and takes one lookup reference.
-  absl::StatusOr<std::pair<uint64_t, uint64_t>> NewEntry(InodeId parent, format::InodeType type,
-                                                         uint32_t mode, const Caller& caller)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DiscardEntry(uint64_t slot, uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Attr> CommitEntry(InodeId parent, std::string_view name, uint64_t slot,
-                                   uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PutDirent(Transaction& txn, uint64_t slot, uint64_t parent, uint64_t child,
-                 std::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Enters a loaded directory entry in memory (Load).
   void AddName(uint64_t slot, uint64_t parent, uint64_t child, std::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DropName(uint64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Removes the entry in `slot` from memory and, in txn, from the pool; the slot is free.
-  void FreeName(Transaction& txn, uint64_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds `ino`'s current record to txn (flushing its dirty data first in msync mode, so
-  // a size never becomes durable ahead of the bytes it covers).
-  void PutInode(Transaction& txn, uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Commit(const Transaction& txn);
-  // Drops one link of `ino` (its dirent already removed by the caller) in txn; appends
-  // it to `reclaim` when it becomes unreferenced.
-  void DropLink(Transaction& txn, uint64_t ino, std::vector<uint64_t>& reclaim)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Touch(uint64_t ino, bool mtime) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool IsAncestor(uint64_t dir, uint64_t of) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Gives `in` blocks until its extents cover `bytes`; ENOSPC/EFBIG when impossible.
-  // Files other than segments may get up to twice what they need (TrimBlocks gives the
-  // rest back).
-  absl::Status Grow(Inode& in, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes the free counts Statfs reports (after every change of them, under ns_mu_).
+  void PublishFree() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+
+  // Metadata helpers, all under ns_mu_ with an Edit.
+  // A dirent slot and an inode for a new name in directory `parent`: (slot, ino), owned
+  // by `caller` (the group is the directory's if it is set-group-ID). CommitEntry names
+  // the inode in the edit (dirent, inode, parent times), commits, and takes one lookup
+  // reference.
+  absl::StatusOr<std::pair<uint64_t, uint64_t>> NewEntry(Edit& e, InodeId parent,
+                                                         format::InodeType type,
+                                                         uint32_t mode, const Caller& caller)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+  // NewEntry's inode alone (no dirent slot).
+  absl::StatusOr<uint64_t> NewEntryInode(Edit& e, InodeId parent, format::InodeType type,
+                                         uint32_t mode, const Caller& caller)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+  absl::StatusOr<Attr> CommitEntry(Edit& e, InodeId parent, std::string_view name,
+                                   uint64_t slot, uint64_t ino)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+  // Drops one link of `ino` (its dirent already removed by the caller) in the edit;
+  // queues it for reclaim when it becomes unreferenced.
+  void DropLink(Edit& e, uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+  static void Touch(format::InodeRecord& r, bool mtime);
+  bool IsAncestor(uint64_t dir, uint64_t of) const ABSL_SHARED_LOCKS_REQUIRED(ns_mu_);
+  // The next never-used table slot (PoolState's inode_high / dirent_high), zeroed on media
+  // first if an older pool left bytes there; the mark moves past it with the next commit.
+  uint64_t TakeFreshSlot(uint64_t& high, uint64_t table_offset, uint64_t record_size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+  // FreeSpaceGuard::Prepare for blocks just allocated; DataLoss when they must not be
+  // handed out (the caller gives them back).
+  absl::Status PrepareBlocks(const format::Extent& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+  // Copies the marks (inode_high_, dirent_high_, guard_'s range) into state_ for the
+  // next commit to write.
+  void NoteStateChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+  // Gives `r` blocks until its extents cover `bytes`; ENOSPC/EFBIG when impossible (then
+  // `r` and the allocator are as before). New blocks are appended to `taken`. Files
+  // other than segments may get up to twice what they need (TrimBlocks gives the rest
+  // back).
+  absl::Status Grow(format::InodeRecord& r, uint64_t bytes, std::vector<format::Extent>& taken)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
   // Leaves `ino` owning only its first `keep` blocks (never fewer than its leases cover):
-  // the rest move in txn to a carrier orphan appended to `reclaim`, which the caller
-  // reclaims after committing txn with `ino`'s record.
-  void TrimBlocks(uint64_t ino, uint64_t keep, Transaction& txn,
-                  std::vector<uint64_t>& reclaim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sets a regular file's size in txn (growing: allocates; shrinking: moves whole blocks
-  // past the end to a carrier orphan appended to `reclaim`). The caller commits, then
-  // calls ZeroPendingTail to zero the bytes past the new EOF.
-  absl::Status Truncate(uint64_t ino, uint64_t size, Transaction& txn,
-                        std::vector<uint64_t>& reclaim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ZeroPendingTail() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Zeroes an orphan's extents, then frees it. Takes mu_ itself; call without it.
-  void Reclaim(uint64_t ino) ABSL_LOCKS_EXCLUDED(mu_);
+  // the rest move in the edit to a carrier orphan queued for reclaim.
+  void TrimBlocks(Edit& e, uint64_t ino, uint64_t keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+  // Sets a regular file's size in the edit (growing: allocates; shrinking: moves whole
+  // blocks past the end to a carrier orphan). Returns the file bytes [from, to) to zero
+  // once the edit is applied (ZeroTail), while the edit still holds the inode.
+  struct ZeroTail {
+    uint64_t from = 0, to = 0;
+  };
+  absl::StatusOr<ZeroTail> Truncate(Edit& e, uint64_t ino, uint64_t size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+  void ZeroFileRange(const format::InodeRecord& rec, ZeroTail t);
+  // Zeroes an orphan's extents, then frees it. Takes ns_mu_ itself; call without it.
+  void Reclaim(uint64_t ino) ABSL_LOCKS_EXCLUDED(ns_mu_, mu_);
   // Blocks being zeroed by a Reclaim in another thread are not free yet. An allocation
-  // that fails with ENOSPC while any is in flight calls this (without mu_) and retries
+  // that fails with ENOSPC while any is in flight calls this (without locks) and retries
   // when it returns true: it waits, at most kReclaimWait, until none is in flight, and
   // says whether any finished meanwhile. So ENOSPC means the space is not there, not
   // that it is still being zeroed (an unlink or a trim just before).
-  bool AwaitReclaims() ABSL_LOCKS_EXCLUDED(mu_);
-  void ReclaimAll(const std::vector<uint64_t>& inos) ABSL_LOCKS_EXCLUDED(mu_);
+  bool AwaitReclaims() ABSL_LOCKS_EXCLUDED(ns_mu_, mu_);
+  void ReclaimAll(const std::vector<uint64_t>& inos) ABSL_LOCKS_EXCLUDED(ns_mu_, mu_);
 
   // Data-path helpers.
   // Calls fn(pool_offset, length, position_in_range) for the pool bytes holding file
@@ -205,11 +308,16 @@ class Pool {
   template <typename Fn>
   void ForEachRun(const format::InodeRecord& rec, uint64_t off, uint64_t len, Fn fn) const;
   void FlushDirty(Inode& in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(in.mu);
-  void ZeroRange(const format::InodeRecord& rec, uint64_t off, uint64_t len);
-  // Commits `in`'s record (after flushing its dirty data); under in.mu.
-  absl::Status CommitRecord(uint64_t ino, Inode& in);
-  // CommitRecord, then `len` (a Write's result).
-  absl::StatusOr<size_t> CommitWritten(uint64_t ino, Inode& in, size_t len);
+  // Copies the fields the data path changes (size, times, set-id bits) from `next` into
+  // the in-memory record and marks them not yet committed; under in.mu.
+  void SetDataFields(Inode& in, const format::InodeRecord& next)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(in.mu);
+  // Commits `rec` as `in`'s record (after syncing its dirty data) and, if that worked,
+  // makes it the in-memory record; under in.mu.
+  absl::Status CommitRecord(uint64_t ino, Inode& in, const format::InodeRecord& rec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(in.mu);
+  // Under journal_mu_: the journal commit itself.
+  absl::Status Commit(const Transaction& txn, bool* committed = nullptr);
 
   std::unique_ptr<PersistentRegion> region_;
   const format::Superblock sb_;
@@ -217,20 +325,31 @@ class Pool {
   const bool read_only_;
   const bool zero_elision_;
 
-  mutable Mutex mu_;
-  std::vector<std::unique_ptr<Inode>> inodes_ ABSL_GUARDED_BY(mu_);  // index = ino
-  std::vector<uint64_t> free_inodes_ ABSL_GUARDED_BY(mu_);
+  Mutex ns_mu_;
+  mutable Mutex mu_ ABSL_ACQUIRED_AFTER(ns_mu_);
+  std::vector<std::shared_ptr<Inode>> inodes_ ABSL_GUARDED_BY(mu_);  // index = ino
   absl::flat_hash_map<uint64_t, Dirent> dirents_ ABSL_GUARDED_BY(mu_);  // slot -> entry
-  std::vector<uint64_t> free_slots_ ABSL_GUARDED_BY(mu_);
-  BlockAllocator alloc_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
-  struct ZeroTail {
-    uint64_t ino = 0, from = 0, to = 0;  // file bytes [from, to) of ino
-  };
-  ZeroTail pending_zero_ ABSL_GUARDED_BY(mu_);
+  // Allocation state: only metadata changes (under ns_mu_) read or change it.
+  std::vector<uint64_t> free_inodes_ ABSL_GUARDED_BY(ns_mu_);
+  std::vector<uint64_t> free_slots_ ABSL_GUARDED_BY(ns_mu_);
+  BlockAllocator alloc_ ABSL_GUARDED_BY(ns_mu_);
+  uint64_t next_generation_ ABSL_GUARDED_BY(ns_mu_) = 1;
+  // PoolState's table marks and uninitialised range, as this process sees them (they
+  // only move forward, before the commit that writes them).
+  uint64_t inode_high_ ABSL_GUARDED_BY(ns_mu_) = 0;
+  uint64_t dirent_high_ ABSL_GUARDED_BY(ns_mu_) = 0;
+  FreeSpaceGuard guard_ ABSL_GUARDED_BY(ns_mu_);
+  // What Statfs reports, published by PublishFree so that it takes no lock: free blocks
+  // and inodes, and the blocks of orphans being zeroed (free as soon as their reclaim
+  // starts, since an allocation that needs them waits for it: AwaitReclaims).
+  std::atomic<uint64_t> free_blocks_{0}, free_inodes_count_{0};
+  std::atomic<uint64_t> zeroing_blocks_{0};
 
   Mutex journal_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::unique_ptr<Journal> journal_ ABSL_GUARDED_BY(journal_mu_);
+  // The PoolState image the next commit adds when state_dirty_ (Commit).
+  format::PoolState state_ ABSL_GUARDED_BY(journal_mu_){};
+  bool state_dirty_ ABSL_GUARDED_BY(journal_mu_) = false;
 
   std::atomic<uint32_t> reclaims_in_flight_{0};
   std::atomic<uint64_t> reclaims_done_{0};

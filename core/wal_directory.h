@@ -258,10 +258,14 @@ class WalDirectory {
 struct FormatOptions {
   uint64_t segment_size = format::kDefaultSegmentSize;
   uint64_t inode_count = 0;  // 0: one per 64 KiB of capacity, at least 64
-  // Called with (bytes zeroed, total) while the data area is zeroed.
+  // Called with (bytes zeroed, total) while the pool is zeroed (zero_data).
   std::function<void(uint64_t, uint64_t)> progress;
-  // Skip zeroing: the caller knows the region already reads as zeros (a new file).
+  // The caller knows the region reads as zeros (a new file): the data area starts out
+  // initialised, so its free space is verified, not zeroed, when first allocated.
   bool region_is_zero = false;
+  // Write zeros over the whole pool (mkfs.walfs --zero) instead of initialising the
+  // tables and the data area lazily (format.h, PoolState). Ignored with region_is_zero.
+  bool zero_data = false;
   // Owner and permission bits of the root directory (the mount point's attributes), so a
   // pool made for PostgreSQL can be owned by postgres from the start.
   uint32_t root_uid = 0;

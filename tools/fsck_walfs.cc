@@ -3,6 +3,7 @@
 // Exit status follows fsck(8), as a sum: 0 clean, 1 problems were repaired, 4 errors
 // are left, 8 operational error (cannot open or map the pool), 16 usage error
 // (tools/cli.h).
+#include <fcntl.h>
 #include <getopt.h>
 #include <unistd.h>
 
@@ -10,8 +11,10 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/fsck.h"
 #include "core/persistent_region.h"
@@ -35,7 +38,9 @@ constexpr char kUsage[] =
     "      --json       print the report as one JSON object\n"
     "  -v, --verbose    also print information-only findings\n"
     "  -f, --force      accepted for fsck(8); every check is always full\n"
-    "  -C FD            accepted for fsck(8); ignored\n"
+    "  -C [FD]          progress while free space is read: 0 (or no FD) draws a bar on\n"
+    "                   the terminal; another FD gets \"1 DONE TOTAL POOL\" lines, as\n"
+    "                   e2fsck writes for fsck(8)\n"
     "  -h, --help       show this help and exit\n"
     "  -V, --version    show the version and exit (as e2fsck -V)\n"
     "\n"
@@ -85,6 +90,36 @@ void PrintHuman(const std::string& pool, const core::FsckReport& report, bool ve
   std::printf("%s: %s\n", pool.c_str(), verdict.c_str());
 }
 
+// e2fsck's -C: fd 0 draws a bar (on stderr under --json, to keep stdout one JSON
+// object), any other fd gets "pass done total device" lines for fsck(8) to aggregate.
+class Progress {
+ public:
+  Progress(int fd, std::string pool, bool json) : fd_(fd), pool_(std::move(pool)), json_(json) {}
+  void Update(uint64_t done, uint64_t total) {
+    if (fd_ != 0) {
+      dprintf(fd_, "1 %llu %llu %s\n", static_cast<unsigned long long>(done),
+              static_cast<unsigned long long>(total), pool_.c_str());
+      return;
+    }
+    FILE* out = json_ ? stderr : stdout;
+    const int permille = total == 0 ? 1000 : static_cast<int>(done * 1000 / total);
+    if (permille == last_) return;
+    last_ = permille;
+    constexpr int kWidth = 40;
+    const int filled = permille * kWidth / 1000;
+    std::fprintf(out, "\r%s: |%s%s| %5.1f%%", pool_.c_str(), std::string(filled, '=').c_str(),
+                 std::string(kWidth - filled, ' ').c_str(), permille / 10.0);
+    if (done >= total) std::fputc('\n', out);
+    std::fflush(out);
+  }
+
+ private:
+  int fd_;
+  std::string pool_;
+  bool json_;
+  int last_ = -1;
+};
+
 int Run(int argc, char** argv) {
   static const option kOptions[] = {
       {"repair", no_argument, nullptr, 'r'},  {"no-repair", no_argument, nullptr, 'n'},
@@ -93,6 +128,7 @@ int Run(int argc, char** argv) {
       {"version", no_argument, nullptr, 'V'}, {nullptr, 0, nullptr, 0},
   };
   bool repair = false, no_repair = false, json = false, verbose = false;
+  int progress_fd = -1;
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":rnypafvVC:h", kOptions, nullptr)) != -1) {
@@ -105,10 +141,27 @@ int Run(int argc, char** argv) {
       case 'J': json = true; break;
       case 'v': verbose = true; break;
       case 'V': return PrintVersion(kProgram);
-      case 'f':
-      case 'C': break;
+      case 'f': break;
+      case 'C': {
+        // The FD is optional: "-C POOL" and a final "-C" mean -C 0, as for e2fsck.
+        int fd;
+        if (absl::SimpleAtoi(optarg, &fd) && fd >= 0) {
+          progress_fd = fd;
+        } else if (optarg == argv[optind - 1]) {
+          progress_fd = 0;
+          --optind;
+        } else {
+          return UsageError(absl::StrCat("-C: bad file descriptor \"", optarg, "\""));
+        }
+        break;
+      }
       case 'h': std::fputs(kUsage, stdout); return 0;
-      case ':': return UsageError(absl::StrCat("option ", argv[optind - 1], " needs a value"));
+      case ':':
+        if (optopt == 'C') {
+          progress_fd = 0;
+          break;
+        }
+        return UsageError(absl::StrCat("option ", argv[optind - 1], " needs a value"));
       default: return UsageError(absl::StrCat("unknown option ", argv[optind - 1]));
     }
   }
@@ -126,8 +179,18 @@ int Run(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
       claim.ok() ? core::OpenPmemRegion(pool, open_options)
                  : absl::StatusOr<std::unique_ptr<core::PersistentRegion>>(claim.status());
+  core::FsckOptions fsck_options{.repair = repair};
+  Progress progress(progress_fd, pool, json);
+  if (progress_fd >= 0) {
+    if (progress_fd > 0 && fcntl(progress_fd, F_GETFD) < 0) {
+      return UsageError(absl::StrCat("-C: file descriptor ", progress_fd, " is not open"));
+    }
+    fsck_options.progress = [&progress](uint64_t done, uint64_t total) {
+      progress.Update(done, total);
+    };
+  }
   absl::StatusOr<core::FsckReport> report =
-      region.ok() ? core::CheckPool(**region, core::FsckOptions{.repair = repair})
+      region.ok() ? core::CheckPool(**region, fsck_options)
                   : absl::StatusOr<core::FsckReport>(region.status());
   if (!report.ok()) {
     const std::string message(report.status().message());

@@ -53,6 +53,9 @@ constexpr char kUsage[] =
     "                           postgres:postgres); names or numbers. Default: the\n"
     "                           user running mkfs.walfs\n"
     "  -f, --force              overwrite an existing pool or a non-empty file\n"
+    "  -z, --zero               write zeros over the whole pool (by default only the\n"
+    "                           metadata mkfs needs is written, and the rest is zeroed\n"
+    "                           as it is first used, which takes seconds at any size)\n"
     "  -q, --quiet              print nothing on success\n"
     "  -h, --help               show this help and exit\n"
     "  -V, --version            show the version and exit\n"
@@ -182,6 +185,7 @@ struct Args {
   uint64_t inodes = 0;
   std::optional<std::pair<uid_t, gid_t>> owner;
   bool force = false;
+  bool zero = false;
   bool quiet = false;
 };
 
@@ -192,6 +196,7 @@ int Run(int argc, char** argv) {
       {"inodes", required_argument, nullptr, 'i'},
       {"owner", required_argument, nullptr, 'o'},
       {"force", no_argument, nullptr, 'f'},
+      {"zero", no_argument, nullptr, 'z'},
       {"quiet", no_argument, nullptr, 'q'},
       {"help", no_argument, nullptr, 'h'},
       {"version", no_argument, nullptr, 'V'},
@@ -200,7 +205,7 @@ int Run(int argc, char** argv) {
   Args args;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":s:S:i:o:fqhV", kOptions, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":s:S:i:o:fzqhV", kOptions, nullptr)) != -1) {
     switch (c) {
       case 's': {
         absl::StatusOr<uint64_t> v = core::ParseByteSize(optarg);
@@ -233,6 +238,7 @@ int Run(int argc, char** argv) {
         break;
       }
       case 'f': args.force = true; break;
+      case 'z': args.zero = true; break;
       case 'q': args.quiet = true; break;
       case 'h': std::fputs(kUsage, stdout); return 0;
       case 'V': return PrintVersion(kProgram);
@@ -338,9 +344,12 @@ int Run(int argc, char** argv) {
                              layout.status().message()));
   }
 
-  // A file this run created (or grew from empty) reads as zeros already: zeroing it
-  // again would only allocate every page of a sparse file.
+  // A file this run created (or grew from empty) reads as zeros already: its data area
+  // starts out initialised (verified when first used, never written here). Anything
+  // else (--force over a pool, a device) is initialised lazily unless --zero asks for
+  // every byte to be written now (format.h, PoolState).
   format_options.region_is_zero = create || (S_ISREG(st.st_mode) && st.st_size == 0);
+  format_options.zero_data = args.zero;
   ProgressBar bar;
   if (isatty(STDERR_FILENO) && !args.quiet) {
     format_options.progress = [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); };

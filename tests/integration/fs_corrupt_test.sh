@@ -10,6 +10,9 @@
 #    on the way was repaired), and the daemon still refuses.
 # journal-torn is the one harmless kind: bytes that fail the journal CRC are what a
 # transaction torn before its commit point leaves, so the daemon mounts and fsck is clean.
+# free-space is found later than at the mount: the daemon does not read free space at
+# mount (format v2), it refuses the scribbled blocks when they are first allocated, before
+# any file gets them; fsck reports and repairs it as before.
 source "$(dirname "$0")/lib/common.sh"
 require_fuse
 DAMAGE=$WALFS_BUILD_DIR/tests/tools/walfs_damage
@@ -84,7 +87,8 @@ CASES=(
   "overlap|overlaps another inode|overlaps inode|4|no safe automatic repair"
   "nlink|link count 5 but 1 links|link count is 5 but 1 entries name it|1|"
   "dir-cycle|directory cycle|form a cycle that the root does not reach|5|no safe automatic repair"
-  "free-space|free space but not zero|owned by no inode are not zero|1|"
+  "state-crc|state record \(offset 73728\): bad crc|state record: bad crc|1|"
+  "state-uninit|lies in the range no file has used since mkfs|owned by a file but lie in the range no file has used since mkfs|1|"
   "lost-file|live but has no name|is not reachable from the root directory|1|"
   "inode-crc|checksum mismatch|bad crc \(stored|4|no safe automatic repair"
   "dirent-free-inode|names inode [0-9]+, which is not live|which is free|1|"
@@ -119,9 +123,37 @@ expect_fsck 0 "" "$P"
 expect_fsck 0 "bad crc: torn before its commit point" -v "$P"
 expect_intact "$P"
 
+log "damage: free-space (refused when first allocated)"
+kind=free-space
+P=$W/$kind.pool
+cp --sparse=always "$W/pristine.pool" "$P"
+"$DAMAGE" "$P" "$kind" || fail "$kind: walfs_damage failed"
+expect_fsck 4 "owned by no inode are not zero" "$P"
+mount_walfs "$P" "$MNT"
+hashes "$MNT" >"$W/got"
+diff "$W/expected" "$W/got" >&2 || fail "$kind: files differ on the damaged pool"
+# The scribbled block is the lowest free one, where the next segment's extent starts.
+seg=$MNT/000000010000000000000009
+if head -c 8192 /dev/zero >"$seg" 2>"$OUT"; then fail "$kind: a segment got the scribbled block"; fi
+[ ! -e "$seg" ] || fail "$kind: the refused segment exists"
+grep -q "is free space but not zero; it is not handed out" "$WALFS_LOG" ||
+  { cat "$WALFS_LOG" >&2; fail "$kind: the daemon did not log the refused block"; }
+printf x >"$MNT/small" || fail "$kind: a small file (from the top of the pool) was refused"
+rm "$MNT/small"
+umount_walfs "$MNT"
+expect_fsck 4 "owned by no inode are not zero" "$P"
+expect_fsck 1 "" --repair "$P"
+expect_fsck 0 "" "$P"
+expect_intact "$P"
+mount_walfs "$P" "$MNT"
+head -c 8192 /dev/urandom >"$seg" || fail "$kind: no segment after the repair"
+umount_walfs "$MNT"
+rm -f "$P"
+
 log "every kind the damage tool knows is covered"
 for k in $("$DAMAGE" --list | cut -d' ' -f1); do
   [ "$k" = journal-torn ] && continue
+  [ "$k" = free-space ] && continue
   [ "$k" = symlink-parent ] && continue  # a crafted pool for export (tools_test.sh)
   covered=0
   for c in "${CASES[@]}"; do [ "${c%%|*}" = "$k" ] && covered=1; done

@@ -152,12 +152,42 @@ expect_rc 1 "$WALFSCTL" inspect "$W/b.pool"
 expect_rc 1 "$WALFSCTL" export "$W/b.pool" "$W/nothing"
 
 log "fsck: garbage in free space: 4, 1, 0"
-cp "$W/a.pool" "$W/c.pool"
+# A new file: its data area is initialised (mkfs --force would leave it uninitialised,
+# where anything is allowed).
+expect_rc 0 "$MKFS" -q --size 96M "$W/c.pool"
 dd if=/dev/urandom of="$W/c.pool" bs=4096 seek=$((80 << 8)) count=4 conv=notrunc status=none
 expect_rc 4 "$FSCK" -n "$W/c.pool"
 expect_out "not zero"
 expect_rc 1 "$FSCK" -p "$W/c.pool"
 expect_rc 0 "$FSCK" "$W/c.pool"
+
+log "fsck -C: progress as e2fsck"
+expect_rc 0 "$FSCK" -C 3 "$W/c.pool" 3>"$W/progress"
+grep -Eq "^1 ([0-9]+) \1 $W/c.pool\$" "$W/progress" ||
+  { cat "$W/progress" >&2; fail "no final '1 N N POOL' progress line"; }
+expect_rc 0 "$FSCK" -C "$W/c.pool"
+expect_out "100.0%"
+expect_rc 0 "$FSCK" -C0 --json "$W/c.pool"
+expect_err "100.0%"
+expect_out '"clean":true'
+expect_rc 0 "$FSCK" "$W/c.pool" -C
+expect_rc 16 "$FSCK" -C 9 "$W/c.pool"
+expect_err "file descriptor 9 is not open"
+
+log "mkfs --force writes only metadata, --zero writes everything"
+head -c $((64 << 20)) /dev/urandom >"$W/g.pool"  # an old device's bytes
+chmod 600 "$W/g.pool"
+expect_rc 1 "$MKFS" -q "$W/g.pool"
+expect_rc 0 "$MKFS" -q --force "$W/g.pool"
+expect_rc 0 "$FSCK" "$W/g.pool"  # the old bytes lie where nothing is read
+expect_rc 0 "$FSCK" --json "$W/g.pool"
+expect_out '"state":{"inode_high":2,"dirent_high":0,"uninit_begin":0,"uninit_end":[1-9]'
+[ "$(tail -c 1M "$W/g.pool" | tr -d '\0' | wc -c)" -gt 0 ] || fail "--force wrote the data area"
+expect_rc 0 "$MKFS" -q --force --zero "$W/g.pool"
+tail -c 32M "$W/g.pool" | cmp -s - <(head -c 32M /dev/zero) || fail "--zero left bytes"
+expect_rc 0 "$FSCK" --json "$W/g.pool"
+expect_out '"uninit_begin":0,"uninit_end":0}'
+expect_rc 0 "$MKFS" -q --force "$W/g.pool"
 
 log "fsck: truncated pool"
 cp "$W/a.pool" "$W/t.pool"
@@ -342,6 +372,23 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   # Export twice into the same place refuses to overwrite.
   expect_rc 1 "$WALFSCTL" export "$W/m.pool" "$W/exported"
   expect_err "File exists"
+
+  # A pool made lazily over an old device's bytes (g.pool): files and segments read
+  # back exactly, with zeros where nothing was written, and fsck is clean.
+  mount_walfs "$W/g.pool" "$W/mnt"
+  head -c 100000 /dev/urandom >"$W/seg-data"
+  cp "$W/seg-data" "$M/000000010000000000000001"
+  mkdir "$M/archive_status"
+  for i in 1 2 3 4 5; do echo "$i" >"$M/archive_status/$i.ready"; done
+  truncate -s 20000 "$M/sparse"
+  cmp "$W/seg-data" "$M/000000010000000000000001" || fail "segment differs on a lazy pool"
+  cmp <(head -c 20000 /dev/zero) "$M/sparse" || fail "old bytes show through a grown file"
+  umount_walfs "$M"
+  expect_rc 0 "$FSCK" "$W/g.pool"
+  mount_walfs "$W/g.pool" "$W/mnt"
+  [ "$(cat "$M/archive_status/3.ready")" = 3 ] || fail "file lost on a lazy pool"
+  cmp "$W/seg-data" "$M/000000010000000000000001" || fail "segment differs after remount"
+  umount_walfs "$M"
 else
   log "no daemon or /dev/fuse: populated-pool checks skipped"
 fi

@@ -237,6 +237,50 @@ bool FreeSpaceNotZero(Pool& p) {
   return true;
 }
 
+format::PoolState* State(Pool& p) {
+  return reinterpret_cast<format::PoolState*>(p.At(format::kStateOffset));
+}
+
+// The state record fails its checksum (the journal's image too, if it names it).
+// Records planted in slots a pool has not used yet (above the state record's marks,
+// format.h) would never be read: raise the marks over them, as if the pool had used
+// those slots, so the damage is where the file system and fsck look.
+uint64_t UsedHigh(const Pool& p, uint64_t offset, uint64_t count, uint64_t size) {
+  for (uint64_t i = count; i-- > 0;) {
+    const char* r = p.At(offset + i * size);
+    if (std::any_of(r, r + size, [](char c) { return c != 0; })) return i + 1;
+  }
+  return 0;
+}
+bool CoverPlanted(Pool& p) {
+  format::PoolState* s = State(p);
+  if (core::RecordCrc(s, sizeof(*s)) != s->crc) return Fail("the state record is damaged");
+  s->inode_high = std::max(s->inode_high, UsedHigh(p, p.sb.inode_table_offset,
+                                                   p.sb.inode_count, format::kInodeSize));
+  s->dirent_high = std::max(s->dirent_high, UsedHigh(p, p.sb.dirent_table_offset,
+                                                     p.sb.dirent_count, format::kDirentSize));
+  s->crc = core::RecordCrc(s, sizeof(*s));
+  SyncJournal(p, format::kStateOffset, sizeof(format::PoolState));
+  return true;
+}
+
+bool StateChecksum(Pool& p) {
+  State(p)->inode_high ^= 1;
+  SyncJournal(p, format::kStateOffset, sizeof(format::PoolState));
+  return true;
+}
+
+// A well-formed state record whose uninitialised range covers the files' blocks: their
+// data would be zeroed as never-allocated space.
+bool StateUninitOwned(Pool& p) {
+  format::PoolState* s = State(p);
+  s->uninit_begin = 0;
+  s->uninit_end = p.sb.data_blocks;
+  s->crc = core::RecordCrc(s, sizeof(*s));
+  SyncJournal(p, format::kStateOffset, sizeof(format::PoolState));
+  return true;
+}
+
 // A file whose only name is gone: live, nlink 1, reachable from nowhere.
 bool LostFile(Pool& p) {
   const auto files = FilesWithData(p);
@@ -275,7 +319,7 @@ bool DirentToFreeInode(Pool& p) {
     d->parent = format::kRootInode;
     d->child = free_ino;
     SealDirent(p, d);
-    return true;
+    return CoverPlanted(p);
   }
   return Fail("no free inode or dirent slot");
 }
@@ -358,7 +402,7 @@ bool SymlinkParent(Pool& p) {
   name(free_slots[1], dir_ino, file_ino, format::InodeType::kRegular, "pwned");
   name(free_slots[2], format::kRootInode, link_ino, format::InodeType::kSymlink, "evil");
   name(free_slots[3], link_ino, file_ino, format::InodeType::kRegular, "pwned");
-  return true;
+  return CoverPlanted(p);
 }
 
 struct Kind {
@@ -381,6 +425,9 @@ const std::vector<Kind>& Kinds() {
       {"nlink", "a file's link count is 4 too high", WrongLinkCount},
       {"dir-cycle", "two directories are each other's parent", DirectoryCycle},
       {"free-space", "a free data block is not zero", FreeSpaceNotZero},
+      {"state-crc", "the state record fails its checksum", StateChecksum},
+      {"state-uninit", "the state record's uninitialised range covers the files",
+       StateUninitOwned},
       {"lost-file", "a file's only directory entry is gone", LostFile},
       {"inode-crc", "a file's inode record fails its checksum", InodeChecksum},
       {"dirent-free-inode", "an entry names a free inode", DirentToFreeInode},

@@ -32,6 +32,10 @@ class FailingRegion final : public PersistentRegion {
   // Each Flush while failing latches an error naming its range and its ordinal.
   void Flush(uint64_t off, size_t len) override {
     const uint64_t n = ++flushes_;
+    if (armed_.load() && off < arm_hi_ && off + len > arm_lo_) {
+      armed_.store(false);
+      failing_.store(true);
+    }
     if (failing_.load()) {
       SetPersistFailed(absl::DataLossError(
           absl::StrCat("flush #", n, " of [", off, ", +", len, ") failed: Input/output error")));
@@ -41,14 +45,28 @@ class FailingRegion final : public PersistentRegion {
 
   // From now on every Flush fails (until Heal).
   void FailFlushes() { failing_.store(true); }
+  // Every Flush fails from the first one that touches [lo, hi) on (a device that dies
+  // while a given structure is being written), until Heal.
+  void FailFlushesFrom(uint64_t lo, uint64_t hi) {
+    arm_lo_ = lo;
+    arm_hi_ = hi;
+    armed_.store(true);
+  }
+  // The media: every byte stored, whether or not its flush succeeded.
+  const std::string& bytes() const { return bytes_; }
   // Flushes succeed again, as a retried msync may after the kernel reported its error.
-  void Heal() { failing_.store(false); }
+  void Heal() {
+    armed_.store(false);
+    failing_.store(false);
+  }
   uint64_t flushes() const { return flushes_.load(); }
 
  private:
   std::string bytes_;
   const bool pmem_;
   std::atomic<bool> failing_{false};
+  std::atomic<bool> armed_{false};
+  uint64_t arm_lo_ = 0, arm_hi_ = 0;  // set before armed_
   std::atomic<uint64_t> flushes_{0};
 };
 

@@ -39,7 +39,7 @@ class HandPool {
     sb_.segment_size = f::kMinSegmentSize;
     sb_.journal_offset = f::kJournalOffset;
     sb_.journal_size = f::kJournalSize;
-    sb_.inode_table_offset = f::kJournalOffset + f::kJournalSize;
+    sb_.inode_table_offset = f::kStateOffset + f::kBlockSize;
     sb_.inode_count = kInodes;
     sb_.inode_size = f::kInodeSize;
     sb_.dirent_table_offset = sb_.inode_table_offset + kInodes * f::kInodeSize;
@@ -52,6 +52,13 @@ class HandPool {
     sb_.crc = Crc32c(0, &sb_, offsetof(f::Superblock, crc));
     Put(f::kSuperblockOffset[0], sb_);
     Put(f::kSuperblockOffset[1], sb_);
+    // Every slot initialised and no uninitialised data: records may go anywhere.
+    f::PoolState state{};
+    state.magic = f::kStateMagic;
+    state.inode_high = kInodes;
+    state.dirent_high = kDirents;
+    state.crc = RecordCrc(&state, sizeof(state));
+    Put(f::kStateOffset, state);
     SetInode(f::kRootInode, MakeInode(f::InodeType::kDirectory, 2, 0, {}));
   }
 
@@ -892,6 +899,15 @@ TEST(FsckWithCoreTest, RepairedPoolOpensAgain) {
   // The last transaction is applied; without it, the damage below is not undone by a
   // replay of the journal's newer images.
   std::fill_n(image.begin() + sb.journal_offset, sizeof(f::JournalHeader), '\0');
+  // The records planted at the ends of the tables below must be read: mark every slot
+  // used (they are zero in this image, so the pool stays valid).
+  f::PoolState state;
+  std::memcpy(&state, image.data() + f::kStateOffset, sizeof(state));
+  state.inode_high = sb.inode_count;
+  state.dirent_high = sb.dirent_count;
+  state.crc = RecordCrc(&state, sizeof(state));
+  image.replace(f::kStateOffset, sizeof(state), reinterpret_cast<const char*>(&state),
+                sizeof(state));
   // Wrong link count on the file, garbage in free space, a dirent to a free inode.
   f::InodeRecord rec;
   const uint64_t rec_off = sb.inode_table_offset + file->ino * f::kInodeSize;

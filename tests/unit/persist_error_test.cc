@@ -1,10 +1,14 @@
 // A failed persist (msync EIO) is latched by the region and fails every later durability
 // request with EIO, instead of killing the daemon or succeeding silently.
 #include <cerrno>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "core/status.h"
 #include "core/wal_directory.h"
 #include "gtest/gtest.h"
@@ -143,6 +147,193 @@ TEST(PersistErrorTest, OpenRefusesAPoolWhoseRecoveryCannotPersist) {
   // The same image opens fine where persists work.
   EXPECT_NE(testing::OpenImage(image, /*pmem=*/false), nullptr);
 }
+
+// Apply after commit: an operation whose commit fails leaves the namespace in memory as
+// the media have it. The device dies either at the journal persist (the commit point is
+// not reached: nothing changed, in memory or on the media) or at the persist of the
+// home records (the transaction is durable in the journal: the change is made in memory
+// too, and replay completes it on the media). Either way the operation reports EIO, and
+// the namespace read from the running directory equals the one a fresh open of the
+// media shows.
+
+// Every name under the root, with what a stat shows of it (and a symlink's target).
+std::map<std::string, std::string> Tree(WalDirectory& dir) {
+  std::map<std::string, std::string> tree;
+  std::function<void(InodeId, const std::string&)> walk = [&](InodeId ino,
+                                                             const std::string& path) {
+    std::vector<std::pair<std::string, InodeId>> entries;
+    absl::Status s = dir.Readdir(ino, 0, [&](const DirEntry& e) {
+      if (e.name != "." && e.name != "..") entries.emplace_back(std::string(e.name), e.ino);
+      return true;
+    });
+    EXPECT_TRUE(s.ok()) << s;
+    for (const auto& [name, child] : entries) {
+      auto a = dir.GetAttr(child);
+      EXPECT_TRUE(a.ok()) << a.status();
+      if (!a.ok()) continue;
+      std::string desc = absl::StrCat("ino ", child, " mode ", a->mode, " nlink ", a->nlink,
+                                      " size ", a->size, " blocks ", a->blocks);
+      if ((a->mode & S_IFMT) == S_IFLNK) {
+        auto t = dir.Readlink(child);
+        if (t.ok()) absl::StrAppend(&desc, " -> ", *t);
+      }
+      tree[path + name] = desc;
+      if ((a->mode & S_IFMT) == S_IFDIR) walk(child, path + name + "/");
+    }
+  };
+  walk(kRootInode, "/");
+  return tree;
+}
+
+// The inodes the scenario made before the failure.
+struct Made {
+  InodeId file, seg, dir;
+};
+
+struct FailedOp {
+  const char* name;
+  // Run after the device failure is armed; must fail with EIO.
+  std::function<absl::Status(WalDirectory&, const Made&)> op;
+};
+
+absl::Status StatusOf(const absl::StatusOr<Attr>& r) { return r.status(); }
+
+const FailedOp kFailedOps[] = {
+    {"create", [](WalDirectory& d, const Made&) {
+       return StatusOf(d.Create(kRootInode, "new", 0600, kUser, true));
+     }},
+    {"create_segment", [](WalDirectory& d, const Made&) {
+       return StatusOf(d.Create(kRootInode, "000000010000000000000009", 0600, kUser, true));
+     }},
+    {"mkdir", [](WalDirectory& d, const Made&) {
+       return StatusOf(d.Mkdir(kRootInode, "newdir", 0700, kUser));
+     }},
+    {"symlink", [](WalDirectory& d, const Made&) {
+       return StatusOf(d.Symlink(kRootInode, "lnk", "target", kUser));
+     }},
+    {"link", [](WalDirectory& d, const Made& m) {
+       return StatusOf(d.Link(m.file, kRootInode, "hard"));
+     }},
+    {"unlink", [](WalDirectory& d, const Made&) { return d.Unlink(kRootInode, "file"); }},
+    {"rmdir", [](WalDirectory& d, const Made&) { return d.Rmdir(kRootInode, "dir"); }},
+    {"rename", [](WalDirectory& d, const Made&) {
+       return d.Rename(kRootInode, "file", kRootInode, "renamed", 0);
+     }},
+    {"rename_over", [](WalDirectory& d, const Made&) {
+       return d.Rename(kRootInode, "file", kRootInode, kSegment, 0);
+     }},
+    {"rename_into_dir", [](WalDirectory& d, const Made& m) {
+       return d.Rename(kRootInode, "file", m.dir, "moved", 0);
+     }},
+    {"exchange", [](WalDirectory& d, const Made&) {
+       return d.Rename(kRootInode, "file", kRootInode, kSegment, kRenameExchange);
+     }},
+    {"rename_segment_away", [](WalDirectory& d, const Made&) {
+       // Gives the segment's extent back through a trim carrier in the same commit.
+       return d.Rename(kRootInode, kSegment, kRootInode, "00000002.history", 0);
+     }},
+    {"truncate_shrink", [](WalDirectory& d, const Made& m) {
+       SetattrRequest r;
+       r.size = 10;
+       return StatusOf(d.Setattr(m.file, r));
+     }},
+    {"truncate_grow", [](WalDirectory& d, const Made& m) {
+       SetattrRequest r;
+       r.size = 200000;
+       return StatusOf(d.Setattr(m.file, r));
+     }},
+    {"chmod", [](WalDirectory& d, const Made& m) {
+       SetattrRequest r;
+       r.mode = 0640;
+       return StatusOf(d.Setattr(m.file, r));
+     }},
+    {"fallocate", [](WalDirectory& d, const Made& m) {
+       return d.Fallocate(m.file, 0, 100000, 0);
+     }},
+    {"append_dsync", [](WalDirectory& d, const Made& m) -> absl::Status {
+       // A growing write allocates (an edit), then its size commits. O_DSYNC: in msync
+       // mode a plain write promises nothing, and its size is in memory (the page cache)
+       // before any fsync, as on every file system.
+       return d.Write(m.file, 5000, Bytes(std::string(3000, 'x')), /*sync=*/true).status();
+     }},
+    {"segment_write_past_eof", [](WalDirectory& d, const Made& m) -> absl::Status {
+       // No allocation: only the size commits.
+       auto w = d.Write(m.seg, 8192, Bytes(std::string(8192, 'w')), /*sync=*/true);
+       if (!w.ok()) return w.status();
+       return d.Fsync(m.seg, true);
+     }},
+};
+
+enum class FailAt { kJournal, kHome };
+
+class ApplyAfterCommitTest
+    : public ::testing::TestWithParam<std::tuple<bool, FailAt, size_t>> {};
+
+TEST_P(ApplyAfterCommitTest, NamespaceMatchesTheMediaAfterAFailedCommit) {
+  const auto [pmem, fail_at, index] = GetParam();
+  const FailedOp& op = kFailedOps[index];
+  auto owned = std::make_unique<FailingRegion>(FormattedImage(), pmem);
+  FailingRegion* region = owned.get();
+  auto opened = WalDirectory::Open(std::move(owned));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  WalDirectory& dir = **opened;
+
+  auto file = dir.Create(kRootInode, "file", 0600, kUser, true);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE(dir.Write(file->ino, 0, Bytes(std::string(5000, 'f')), false).ok());
+  ASSERT_TRUE(dir.Fsync(file->ino, false).ok());
+  ASSERT_TRUE(dir.Release(file->ino).ok());
+  auto seg = dir.Create(kRootInode, kSegment, 0600, kUser, true);
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  ASSERT_TRUE(dir.Write(seg->ino, 0, Bytes(std::string(8192, 's')), true).ok());
+  auto sub = dir.Mkdir(kRootInode, "dir", 0700, kUser);
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  // Nothing holds a lookup reference: an unlinked inode is reclaimed at once.
+  dir.Forget(file->ino, 1);
+  dir.Forget(seg->ino, 1);
+  dir.Forget(sub->ino, 1);
+  const auto before = Tree(dir);
+  const FsStats stats_before = dir.Statfs();
+
+  const format::Superblock& sb = dir.superblock();
+  if (fail_at == FailAt::kJournal) {
+    region->FailFlushesFrom(sb.journal_offset, sb.journal_offset + sb.journal_size);
+  } else {
+    region->FailFlushesFrom(sb.inode_table_offset, sb.data_offset);
+  }
+  absl::Status s = op.op(dir, Made{file->ino, seg->ino, sub->ino});
+  EXPECT_EQ(Errno(s), EIO) << op.name << ": " << s;
+  const auto after = Tree(dir);
+  if (fail_at == FailAt::kJournal) {
+    EXPECT_EQ(after, before) << op.name << ": the commit point was not reached";
+    EXPECT_EQ(dir.Statfs().free_blocks, stats_before.free_blocks) << op.name;
+    EXPECT_EQ(dir.Statfs().free_inodes, stats_before.free_inodes) << op.name;
+  } else {
+    EXPECT_NE(after, before) << op.name << ": the transaction is durable, so it is applied";
+  }
+
+  // What a restart would find on these media.
+  auto media = testing::OpenImage(region->bytes(), pmem);
+  ASSERT_NE(media, nullptr);
+  EXPECT_EQ(Tree(*media), after) << op.name;
+  if (fail_at == FailAt::kJournal) {
+    EXPECT_EQ(media->Statfs().free_blocks, stats_before.free_blocks) << op.name;
+    EXPECT_EQ(media->Statfs().free_inodes, stats_before.free_inodes) << op.name;
+  }
+  ASSERT_TRUE(media->Close().ok());
+  testing::ExpectFsckClean(std::string(media->region().data(), media->region().size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, ApplyAfterCommitTest,
+    ::testing::Combine(::testing::Values(true, false),
+                       ::testing::Values(FailAt::kJournal, FailAt::kHome),
+                       ::testing::Range<size_t>(0, std::size(kFailedOps))),
+    [](const ::testing::TestParamInfo<std::tuple<bool, FailAt, size_t>>& info) {
+      return absl::StrCat(kFailedOps[std::get<2>(info.param)].name, "_",
+                          std::get<1>(info.param) == FailAt::kJournal ? "journal" : "home",
+                          "_", std::get<0>(info.param) ? "pmem" : "msync");
+    });
 
 }  // namespace
 }  // namespace walfs::core

@@ -828,27 +828,6 @@ TEST(WalDirectoryReadOnly, MutationsFailReadsWork) {
   EXPECT_EQ(Errno(dir->Unlink(kRootInode, "f")), EROFS);
 }
 
-// Non-zero free space would show through the zeros a new segment elides, so Open refuses
-// it and names the block; fsck.walfs --repair zeroes it.
-TEST_F(WalDirectoryTest, NonZeroFreeSpaceIsRefusedAtOpen) {
-  ASSERT_TRUE(dir_->Close().ok());
-  std::string image = *bytes_;
-  dir_.reset();
-  const format::Superblock sb = *reinterpret_cast<const format::Superblock*>(image.data());
-  const uint64_t last = sb.data_offset + (sb.data_blocks - 1) * format::kBlockSize;
-  std::memcpy(image.data() + last + 4000, "stale", 5);
-  auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
-  ASSERT_FALSE(dir.ok());
-  EXPECT_EQ(dir.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(dir.status().message().find(
-                absl::StrCat("data block ", sb.data_blocks - 1, " (offset ", last,
-                             ") is free space but not zero")),
-            std::string::npos)
-      << dir.status();
-  // TearDown's fsck must not see the damaged image.
-  dir_ = OpenImage(FormattedImage(), true, &bytes_);
-}
-
 // A directory cycle is reported as one, not as the link counts it throws off.
 TEST(WalDirectoryCorruption, DirectoryCycleIsNamedAtOpen) {
   std::string image;

@@ -1,0 +1,203 @@
+// Pool::Edit: one metadata change, built from copies, committed, then applied
+// (pool.h: "Apply after commit").
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/pool.h"
+#include "core/status.h"
+
+namespace walfs::core {
+
+Pool::Edit::Edit(Pool& pool) : pool_(pool) {}
+
+Pool::Edit::~Edit() {
+  if (!done_) Abort();
+  for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) (*it)->mu.Unlock();
+}
+
+void Pool::Edit::Lock(uint64_t ino) {
+  if (recs_.contains(ino)) return;
+  for (Inode* in : locked_) {
+    if (in == pool_.Find(ino)) return;
+  }
+  Inode* in = pool_.Find(ino);
+  in->mu.Lock();
+  locked_.push_back(in);
+}
+
+void Pool::Edit::LockInOrder(std::vector<uint64_t> inos) {
+  std::sort(inos.begin(), inos.end());
+  for (uint64_t ino : inos) {
+    if (ino != 0 && pool_.Find(ino) != nullptr) Lock(ino);
+  }
+}
+
+const format::InodeRecord& Pool::Edit::View(uint64_t ino) {
+  if (auto it = recs_.find(ino); it != recs_.end()) return it->second.rec;
+  Lock(ino);
+  return pool_.Find(ino)->rec;
+}
+
+format::InodeRecord& Pool::Edit::Rec(uint64_t ino) {
+  if (auto it = recs_.find(ino); it != recs_.end()) return it->second.rec;
+  Lock(ino);
+  Inode* in = pool_.Find(ino);
+  return recs_.emplace(ino, Copy{in->rec, in, nullptr}).first->second.rec;
+}
+
+absl::StatusOr<uint64_t> Pool::Edit::NewInode(format::InodeType type, uint32_t mode,
+                                              const Caller& c) {
+  uint64_t ino;
+  if (!pool_.free_inodes_.empty()) {
+    ino = pool_.free_inodes_.back();
+    pool_.free_inodes_.pop_back();
+  } else if (pool_.inode_high_ < pool_.sb_.inode_count) {
+    ino = pool_.TakeFreshSlot(pool_.inode_high_, pool_.sb_.inode_table_offset,
+                              format::kInodeSize);
+  } else {
+    return PosixError("no free inodes", ENOSPC);
+  }
+  // A dropped edit puts it on the free list either way (a fresh slot is zero).
+  new_inodes_.push_back(ino);
+  format::InodeRecord r{};
+  r.state = format::InodeState::kLive;
+  r.type = type;
+  r.generation = pool_.next_generation_++;
+  r.mode = TypeBits(type) | (mode & 07777);
+  r.uid = c.uid;
+  r.gid = c.gid;
+  r.nlink = type == format::InodeType::kDirectory ? 2 : 1;
+  r.atime_ns = r.mtime_ns = r.ctime_ns = NowNs();
+  recs_.emplace(ino, Copy{r, nullptr, std::make_shared<Inode>()});
+  return ino;
+}
+
+absl::StatusOr<uint64_t> Pool::Edit::NewSlot() {
+  uint64_t slot;
+  if (!pool_.free_slots_.empty()) {
+    slot = pool_.free_slots_.back();
+    pool_.free_slots_.pop_back();
+  } else if (pool_.dirent_high_ < pool_.sb_.dirent_count) {
+    slot = pool_.TakeFreshSlot(pool_.dirent_high_, pool_.sb_.dirent_table_offset,
+                               format::kDirentSize);
+  } else {
+    return PosixError("directory entry table is full", ENOSPC);
+  }
+  new_slots_.push_back(slot);
+  return slot;
+}
+
+void Pool::Edit::SetDirent(uint64_t slot, uint64_t parent, uint64_t child,
+                           std::string_view name) {
+  dirents_.emplace_back(slot, Dirent{parent, child, std::string(name)});
+}
+
+void Pool::Edit::RemoveDirent(uint64_t slot) { dirents_.emplace_back(slot, std::nullopt); }
+
+void Pool::Edit::FreeInode(uint64_t ino) {
+  freed_.push_back(ino);
+  const format::InodeRecord& r = pool_.Find(ino)->rec;  // extents: changed under ns_mu_ only
+  for (uint32_t i = 0; i < r.extent_count && i < format::kMaxExtents; ++i) {
+    released_.push_back(r.extents[i]);
+  }
+}
+
+absl::Status Pool::Edit::Commit() {
+  const format::Superblock& sb = pool_.sb_;
+  Transaction txn;
+  for (auto& [ino, c] : recs_) {
+    // msync mode: a record never becomes durable ahead of the bytes it covers. The
+    // dirty range is where the live record's extents put it.
+    if (c.in != nullptr) pool_.FlushDirty(*c.in);
+    txn.PutInode(sb, ino, c.rec);
+  }
+  for (uint64_t ino : freed_) txn.FreeInode(sb, ino);
+  for (const auto& [slot, d] : dirents_) {
+    if (!d) {
+      txn.FreeDirent(sb, slot);
+      continue;
+    }
+    format::DirentRecord r{};
+    r.in_use = 1;
+    auto it = recs_.find(d->child);
+    r.type = it != recs_.end() ? it->second.rec.type : pool_.Find(d->child)->rec.type;
+    r.name_length = static_cast<uint16_t>(d->name.size());
+    r.parent = d->parent;
+    r.child = d->child;
+    std::memcpy(r.name, d->name.data(), d->name.size());
+    txn.PutDirent(sb, slot, r);
+  }
+  bool committed = false;
+  absl::Status s = pool_.Commit(txn, &committed);
+  if (committed) {
+    Apply();
+  } else {
+    Abort();
+    reclaim_.clear();
+  }
+  done_ = true;
+  return s;
+}
+
+void Pool::Edit::Apply() {
+  const int64_t now = NowNs();
+  {
+    MutexLock l(&pool_.mu_);
+    for (auto& [ino, c] : recs_) {
+      if (c.in == nullptr) {
+        c.fresh->rec = c.rec;
+        c.fresh->committed_ns = now;
+        pool_.inodes_[ino] = c.fresh;
+        continue;
+      }
+      c.in->rec = c.rec;  // this edit holds c.in->mu
+      c.in->size_dirty = c.in->mtime_dirty = false;
+      c.in->committed_ns = now;
+    }
+    // Every changed slot loses its old entry first, then gets its new one, so an entry
+    // moved between slots (rename, exchange) never meets itself.
+    for (const auto& [slot, d] : dirents_) {
+      auto it = pool_.dirents_.find(slot);
+      if (it == pool_.dirents_.end()) continue;
+      Inode* p = pool_.inodes_[it->second.parent].get();
+      p->names.erase(it->second.name);
+      p->slots.erase(slot);
+      Inode* old_child = pool_.Find(it->second.child);
+      if (old_child != nullptr && old_child->parent_slot == slot) {
+        old_child->parent_slot = UINT64_MAX;
+      }
+      pool_.dirents_.erase(it);
+    }
+    for (const auto& [slot, d] : dirents_) {
+      if (!d) continue;
+      Inode* p = pool_.inodes_[d->parent].get();
+      p->names[d->name] = slot;
+      p->slots.insert(slot);
+      pool_.dirents_[slot] = *d;
+      Inode* child = pool_.inodes_[d->child].get();
+      if (child->rec.type == format::InodeType::kDirectory) child->parent_slot = slot;
+    }
+    for (uint64_t ino : freed_) pool_.inodes_[ino].reset();
+  }
+  // Allocation state (ns_mu_ only): slots and inodes this edit freed become reusable.
+  for (const auto& [slot, d] : dirents_) {
+    if (!d) pool_.free_slots_.push_back(slot);
+  }
+  for (uint64_t ino : freed_) pool_.free_inodes_.push_back(ino);
+  for (const format::Extent& e : released_) pool_.alloc_.Release(e);
+  pool_.PublishFree();
+}
+
+void Pool::Edit::Abort() {
+  // Blocks Grow took were free (so zero) and nobody stored into them: the records naming
+  // them were never applied.
+  for (const format::Extent& e : allocated_) pool_.alloc_.Release(e);
+  allocated_.clear();
+  for (uint64_t ino : new_inodes_) pool_.free_inodes_.push_back(ino);
+  new_inodes_.clear();
+  for (uint64_t slot : new_slots_) pool_.free_slots_.push_back(slot);
+  new_slots_.clear();
+}
+
+}  // namespace walfs::core

@@ -1,0 +1,135 @@
+// PoolState validation and FreeSpaceGuard.
+#include "core/pool_state.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/crc32c.h"
+
+namespace walfs::core {
+namespace {
+
+using format::kBlockSize;
+
+bool AllZero(const char* p, size_t n) {
+  return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
+}
+
+}  // namespace
+
+std::string PoolStateError(const format::PoolState& state, const format::Superblock& sb) {
+  const uint32_t crc = RecordCrc(&state, sizeof(state));
+  if (state.magic != format::kStateMagic) {
+    return AllZero(reinterpret_cast<const char*>(&state), sizeof(state))
+               ? "all zero (no state record)"
+               : "bad magic";
+  }
+  if (crc != state.crc) {
+    return absl::StrFormat("bad crc (stored %08x, computed %08x)", state.crc, crc);
+  }
+  if (state.reserved0 != 0 ||
+      !AllZero(reinterpret_cast<const char*>(state.reserved1), sizeof(state.reserved1))) {
+    return "reserved bytes are not zero";
+  }
+  if (state.inode_high < 2 || state.inode_high > sb.inode_count) {
+    return absl::StrCat("inode_high ", state.inode_high, " is not within 2..",
+                        sb.inode_count);
+  }
+  if (state.dirent_high > sb.dirent_count) {
+    return absl::StrCat("dirent_high ", state.dirent_high, " exceeds the ", sb.dirent_count,
+                        " dirent slots");
+  }
+  if (state.uninit_begin > state.uninit_end || state.uninit_end > sb.data_blocks) {
+    return absl::StrCat("uninitialised range [", state.uninit_begin, ", ", state.uninit_end,
+                        ") is not within the ", sb.data_blocks, " data blocks");
+  }
+  return "";
+}
+
+void SealPoolState(format::PoolState* state) {
+  state->crc = RecordCrc(state, sizeof(*state));
+}
+
+format::PoolState InitialPoolState(const format::Superblock& sb, bool data_is_zero) {
+  format::PoolState s{};
+  s.magic = format::kStateMagic;
+  s.inode_high = 2;  // slot 0 (reserved, zero) and the root
+  s.dirent_high = 0;
+  s.uninit_begin = 0;
+  s.uninit_end = data_is_zero ? 0 : sb.data_blocks;
+  SealPoolState(&s);
+  return s;
+}
+
+void FreeSpaceGuard::Init(uint64_t uninit_begin, uint64_t uninit_end,
+                          const std::map<uint64_t, uint64_t>& free_runs) {
+  uninit_begin_ = uninit_begin;
+  uninit_end_ = uninit_end;
+  unverified_.clear();
+  unverified_blocks_ = 0;
+  auto add = [&](uint64_t begin, uint64_t end) {
+    if (begin >= end) return;
+    unverified_[begin] = end - begin;
+    unverified_blocks_ += end - begin;
+  };
+  for (const auto& [start, length] : free_runs) {
+    const uint64_t end = start + length;
+    // The part of [start, end) outside [uninit_begin, uninit_end).
+    add(start, std::min(end, uninit_begin));
+    add(std::max(start, uninit_end), end);
+  }
+}
+
+absl::Status FreeSpaceGuard::Prepare(PersistentRegion& region, uint64_t data_offset,
+                                     const format::Extent& e) {
+  const uint64_t begin = e.block, end = e.block + e.count;
+  // Verify first: a refused extent leaves everything as it was.
+  std::vector<std::pair<uint64_t, uint64_t>> checked;  // [begin, end) pieces verified
+  auto it = unverified_.upper_bound(begin);
+  if (it != unverified_.begin()) --it;
+  for (; it != unverified_.end() && it->first < end; ++it) {
+    const uint64_t a = std::max(begin, it->first);
+    const uint64_t b = std::min(end, it->first + it->second);
+    if (a >= b) continue;
+    for (uint64_t blk = a; blk < b; ++blk) {
+      if (!AllZero(region.data() + data_offset + blk * kBlockSize, kBlockSize)) {
+        return absl::DataLossError(absl::StrCat(
+            "data block ", blk, " (offset ", data_offset + blk * kBlockSize,
+            ") is free space but not zero; it is not handed out: run fsck.walfs --repair"));
+      }
+    }
+    checked.emplace_back(a, b);
+  }
+  for (const auto& [a, b] : checked) {
+    auto run = std::prev(unverified_.upper_bound(a));
+    const uint64_t run_begin = run->first, run_end = run->first + run->second;
+    unverified_.erase(run);
+    if (run_begin < a) unverified_[run_begin] = a - run_begin;
+    if (b < run_end) unverified_[b] = run_end - b;
+    unverified_blocks_ -= b - a;
+  }
+
+  const uint64_t a = std::max(begin, uninit_begin_);
+  const uint64_t b = std::min(end, uninit_end_);
+  if (a >= b) return region.health();
+  // The zeros must be durable before a committed PoolState stops covering the blocks.
+  uint64_t zero_from = a;
+  if (a == uninit_begin_) {
+    uninit_begin_ = b;
+  } else if (b == uninit_end_) {
+    uninit_end_ = a;
+  } else {
+    zero_from = uninit_begin_;  // see the header: not reached through BlockAllocator
+    uninit_begin_ = b;
+  }
+  const uint64_t off = data_offset + zero_from * kBlockSize;
+  const uint64_t len = (b - zero_from) * kBlockSize;
+  region.Fill(off, 0, len);
+  region.Persist(off, len);
+  return region.health();
+}
+
+}  // namespace walfs::core

@@ -1,0 +1,75 @@
+// PoolState (format.h) checks, and FreeSpaceGuard: how free space is kept zero without
+// reading the pool at open.
+//
+// The format's invariant is that free data blocks read as zero (zero elision relies on
+// it: a new segment's zeros are never stored). Version 1 checked it by reading every
+// free block at open, which cost a memory (or disk) scan proportional to the pool.
+// Version 2 checks it where the cost is bounded by what is used:
+//  - blocks in PoolState's uninitialised range are zeroed when first allocated, and the
+//    range shrinks in the same step (mkfs never writes them);
+//  - every other block free at open is read once, when first allocated, before the
+//    allocation is handed out: a non-zero block fails it with DataLoss (the range is
+//    not handed out; fsck.walfs reports and repairs it);
+//  - blocks freed while the pool is open were zeroed by the pool itself (Reclaim) and
+//    are trusted.
+// fsck.walfs still reads all free space outside the uninitialised range.
+#ifndef WALFS_CORE_POOL_STATE_H_
+#define WALFS_CORE_POOL_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/format.h"
+#include "core/persistent_region.h"
+
+namespace walfs::core {
+
+// Empty when `state` (crc included) is valid for the pool `sb` describes; else why not.
+// The record is untrusted input: every field is checked against the geometry.
+std::string PoolStateError(const format::PoolState& state, const format::Superblock& sb);
+
+// The state mkfs writes: tables initialised up to the root, and the whole data area
+// uninitialised unless `data_is_zero`. crc set.
+format::PoolState InitialPoolState(const format::Superblock& sb, bool data_is_zero);
+
+// Sets state->crc.
+void SealPoolState(format::PoolState* state);
+
+// Not thread-safe: Pool guards it with its metadata mutex.
+class FreeSpaceGuard {
+ public:
+  FreeSpaceGuard() = default;
+  // `free_runs` (start -> length, disjoint) is free space at open; the part outside
+  // [uninit_begin, uninit_end) is what must be verified before it is handed out.
+  void Init(uint64_t uninit_begin, uint64_t uninit_end,
+            const std::map<uint64_t, uint64_t>& free_runs);
+
+  // Makes the blocks of `e` (just taken from free space) safe to hand out as zeros:
+  // zeroes and persists the part in the uninitialised range and shrinks the range (the
+  // caller commits the new range in its PoolState with, or before, the allocation; the
+  // zeros are durable first, so either order is safe), and reads the part free since
+  // open and not yet verified. DataLoss naming the first non-zero block if a verified
+  // part is not zero: the caller must give `e` back, not hand it out. Costs at most the extent's size in reads or writes,
+  // as long as `e` touches the uninitialised range only at one of its ends, which
+  // BlockAllocator guarantees (it takes the start or the end of a free run); an extent
+  // in its middle also zeroes the blocks below it.
+  absl::Status Prepare(PersistentRegion& region, uint64_t data_offset,
+                       const format::Extent& e);
+
+  uint64_t uninit_begin() const { return uninit_begin_; }
+  uint64_t uninit_end() const { return uninit_end_; }
+  // Blocks free at open and not verified yet (tests, status).
+  uint64_t unverified_blocks() const { return unverified_blocks_; }
+
+ private:
+  uint64_t uninit_begin_ = 0;
+  uint64_t uninit_end_ = 0;
+  std::map<uint64_t, uint64_t> unverified_;  // start -> length, disjoint
+  uint64_t unverified_blocks_ = 0;
+};
+
+}  // namespace walfs::core
+
+#endif  // WALFS_CORE_POOL_STATE_H_

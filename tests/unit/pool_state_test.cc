@@ -1,0 +1,358 @@
+// Lazy initialisation (format v2, PoolState): formatting over old bytes, the table
+// marks, the uninitialised data range, and free space checked at allocation instead
+// of at open.
+#include "core/pool_state.h"
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/crc32c.h"
+#include "core/fsck.h"
+#include "core/memory_region.h"
+#include "core/status.h"
+#include "core/wal_directory.h"
+#include "tests/unit/test_pool.h"
+
+namespace walfs::core {
+namespace {
+
+using testing::Bytes;
+using testing::ExpectFsckClean;
+using testing::kTestSegment;
+
+constexpr InodeId kRoot = format::kRootInode;
+const Caller kUser{1000, 1000};
+constexpr char kSegment1[] = "000000010000000000000001";
+constexpr char kSegment2[] = "000000010000000000000002";
+
+// A pool formatted lazily over a region full of 0xA5: what mkfs --force over an old
+// pool, or mkfs of a device-DAX device, leaves.
+std::string LazyImageOverGarbage(uint64_t size = 32 << 20, uint64_t inodes = 256) {
+  MemoryRegion region(std::string(size, '\xa5'));
+  FormatOptions opts;
+  opts.segment_size = kTestSegment;
+  opts.inode_count = inodes;
+  EXPECT_TRUE(FormatPool(region, opts).ok());
+  return region.bytes();
+}
+
+format::Superblock SuperblockOf(const std::string& image) {
+  format::Superblock sb;
+  std::memcpy(&sb, image.data(), sizeof(sb));
+  return sb;
+}
+
+format::PoolState StateOf(const std::string& image) {
+  format::PoolState s;
+  std::memcpy(&s, image.data() + format::kStateOffset, sizeof(s));
+  return s;
+}
+
+std::string ReadAll(WalDirectory& d, InodeId ino, uint64_t size) {
+  std::string out(size, '\0');
+  auto n = d.Read(ino, 0, absl::Span<char>(out.data(), out.size()));
+  EXPECT_TRUE(n.ok()) << n.status();
+  out.resize(n.ok() ? *n : 0);
+  return out;
+}
+
+std::unique_ptr<WalDirectory> Open(std::string image, std::string** bytes) {
+  auto region = std::make_unique<MemoryRegion>(std::move(image), true);
+  *bytes = &region->bytes();
+  auto dir = WalDirectory::Open(std::move(region));
+  EXPECT_TRUE(dir.ok()) << dir.status();
+  return dir.ok() ? std::move(*dir) : nullptr;
+}
+
+TEST(PoolStateTest, FormatWritesOnlyMetadataAndRecordsWhatIsUninitialised) {
+  const std::string image = LazyImageOverGarbage();
+  const format::Superblock sb = SuperblockOf(image);
+  const format::PoolState st = StateOf(image);
+  EXPECT_EQ(PoolStateError(st, sb), "");
+  EXPECT_EQ(st.inode_high, 2u);
+  EXPECT_EQ(st.dirent_high, 0u);
+  EXPECT_EQ(st.uninit_begin, 0u);
+  EXPECT_EQ(st.uninit_end, sb.data_blocks);
+  // The tables past the root and the whole data area still hold the old bytes.
+  EXPECT_EQ(image[sb.inode_table_offset + 2 * format::kInodeSize], '\xa5');
+  EXPECT_EQ(image[sb.dirent_table_offset], '\xa5');
+  EXPECT_EQ(image[sb.data_offset + 12345], '\xa5');
+  EXPECT_EQ(image[sb.capacity - 1], '\xa5');
+  ExpectFsckClean(image);
+}
+
+TEST(PoolStateTest, ZeroOptionWritesEverythingAndLeavesNothingUninitialised) {
+  MemoryRegion region(std::string(32 << 20, '\xa5'));
+  FormatOptions opts;
+  opts.segment_size = kTestSegment;
+  opts.zero_data = true;
+  ASSERT_TRUE(FormatPool(region, opts).ok());
+  const std::string& image = region.bytes();
+  const format::PoolState st = StateOf(image);
+  EXPECT_EQ(st.uninit_begin, st.uninit_end);
+  const format::Superblock sb = SuperblockOf(image);
+  EXPECT_EQ(image.find_first_not_of('\0', sb.inode_table_offset + 2 * format::kInodeSize),
+            std::string::npos);
+  ExpectFsckClean(image);
+}
+
+// Everything a WAL directory does works over an old pool's bytes: fresh table slots and
+// uninitialised blocks are zeroed before use, so new files read as zeros, a segment's
+// elided zero-fill reads as zeros, and nothing old shows through.
+TEST(PoolStateTest, ALazyPoolOverGarbageBehavesAsAZeroedOne) {
+  std::string* bytes = nullptr;
+  auto dir = Open(LazyImageOverGarbage(), &bytes);
+  ASSERT_NE(dir, nullptr);
+  auto seg = dir->Create(kRoot, kSegment1, 0600, kUser, true);
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  ASSERT_TRUE(dir->Write(seg->ino, 0, Bytes("wal"), false).ok());
+  // Zeros past EOF are elided (not stored): they must read as zeros.
+  const std::string zeros(kTestSegment - 3, '\0');
+  ASSERT_TRUE(dir->Write(seg->ino, 3, Bytes(zeros), false).ok());
+  EXPECT_EQ(ReadAll(*dir, seg->ino, kTestSegment), "wal" + zeros);
+  auto sub = dir->Mkdir(kRoot, "archive_status", 0700, kUser);
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  for (int i = 0; i < 20; ++i) {
+    auto f = dir->Create(sub->ino, absl::StrCat("f", i, ".ready"), 0600, kUser, true);
+    ASSERT_TRUE(f.ok()) << f.status();
+    ASSERT_TRUE(dir->Write(f->ino, 0, Bytes(absl::StrCat("x", i)), false).ok());
+  }
+  auto small = dir->Create(kRoot, "history", 0600, kUser, true);
+  ASSERT_TRUE(small.ok());
+  SetattrRequest grow;
+  grow.size = 10000;
+  ASSERT_TRUE(dir->Setattr(small->ino, grow).ok());
+  EXPECT_EQ(ReadAll(*dir, small->ino, 10000), std::string(10000, '\0'));
+  ASSERT_TRUE(dir->Unlink(sub->ino, "f3.ready").ok());
+  ASSERT_TRUE(dir->Close().ok());
+  const format::PoolState st = StateOf(*bytes);
+  EXPECT_EQ(st.inode_high, 2u + 1 + 1 + 20 + 1);  // reserved+root, segment, dir, 20, history
+  EXPECT_GE(st.dirent_high, 23u);
+  EXPECT_GT(st.uninit_begin, 0u);  // the segment came from the bottom
+  EXPECT_LT(st.uninit_end, SuperblockOf(*bytes).data_blocks);  // small files from the top
+  ExpectFsckClean(*bytes);
+
+  // Reopened: the same tree, and a second segment still gets zeros.
+  std::string* again = nullptr;
+  dir = Open(*bytes, &again);
+  ASSERT_NE(dir, nullptr);
+  auto f7 = dir->Lookup(sub->ino, "f7.ready");
+  ASSERT_TRUE(f7.ok());
+  EXPECT_EQ(ReadAll(*dir, f7->ino, 2), "x7");
+  auto seg2 = dir->Create(kRoot, kSegment2, 0600, kUser, true);
+  ASSERT_TRUE(seg2.ok());
+  ASSERT_TRUE(dir->Write(seg2->ino, 0, Bytes(std::string(kTestSegment, '\0')), false).ok());
+  EXPECT_EQ(ReadAll(*dir, seg2->ino, kTestSegment), std::string(kTestSegment, '\0'));
+  ASSERT_TRUE(dir->Close().ok());
+  ExpectFsckClean(*again);
+}
+
+// Open no longer reads free space. A scribbled free block is found when it is first
+// allocated, before it reaches a file (DataLoss naming it, so EIO at the mount), and
+// fsck still reports it and --repair zeroes it.
+TEST(PoolStateTest, NonZeroFreeSpaceIsRefusedBeforeItIsHandedOut) {
+  std::string image = testing::FormattedImage();
+  const format::Superblock sb = SuperblockOf(image);
+  // The lowest free block: where the next segment goes.
+  const uint64_t off = sb.data_offset + 5 * format::kBlockSize + 100;
+  std::memcpy(image.data() + off, "stale", 5);
+  std::string* bytes = nullptr;
+  auto dir = Open(image, &bytes);
+  ASSERT_NE(dir, nullptr) << "open must not read free space";
+  auto seg = dir->Create(kRoot, kSegment1, 0600, kUser, true);
+  ASSERT_FALSE(seg.ok());
+  EXPECT_EQ(seg.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(seg.status().message().find(absl::StrCat(
+                "data block 5 (offset ", sb.data_offset + 5 * format::kBlockSize,
+                ") is free space but not zero")),
+            std::string::npos)
+      << seg.status();
+  EXPECT_EQ(ErrnoFromStatus(seg.status()), EIO);
+  EXPECT_FALSE(dir->Lookup(kRoot, kSegment1).ok()) << "nothing was created";
+  // Small files come from the top, which is zero: they still work.
+  auto f = dir->Create(kRoot, "f", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(dir->Write(f->ino, 0, Bytes("ok"), false).ok());
+  // Refused again: the block stays unverified.
+  EXPECT_EQ(dir->Create(kRoot, kSegment1, 0600, kUser, true).status().code(),
+            absl::StatusCode::kDataLoss);
+  ASSERT_TRUE(dir->Close().ok());
+
+  MemoryRegion region(*bytes);
+  auto report = CheckPool(region, FsckOptions{});
+  ASSERT_TRUE(report.ok());
+  bool found = false;
+  for (const auto& p : report->problems) found |= p.where == "data blocks 5-5";
+  EXPECT_TRUE(found);
+  auto repaired = CheckPool(region, FsckOptions{.repair = true});
+  ASSERT_TRUE(repaired.ok());
+  EXPECT_TRUE(repaired->clean());
+  std::string* fixed = nullptr;
+  dir = Open(region.bytes(), &fixed);
+  ASSERT_NE(dir, nullptr);
+  EXPECT_TRUE(dir->Create(kRoot, kSegment1, 0600, kUser, true).ok());
+  ASSERT_TRUE(dir->Close().ok());
+  ExpectFsckClean(*fixed);
+}
+
+// Every field of the state record is untrusted: each bad value is refused at open with
+// the field named, and fsck --repair rebuilds the record.
+TEST(PoolStateTest, BadStateRecordsAreRefusedAndRepaired) {
+  struct Case {
+    const char* name;
+    void (*damage)(format::PoolState&, const format::Superblock&);
+    const char* message;
+  };
+  const Case cases[] = {
+      {"magic", [](format::PoolState& s, const format::Superblock&) { s.magic ^= 1; },
+       "bad magic"},
+      {"inode_high 1", [](format::PoolState& s, const format::Superblock&) { s.inode_high = 1; },
+       "inode_high 1 is not within"},
+      {"inode_high past the table",
+       [](format::PoolState& s, const format::Superblock& sb) {
+         s.inode_high = sb.inode_count + 1;
+       },
+       "is not within 2.."},
+      {"dirent_high past the table",
+       [](format::PoolState& s, const format::Superblock& sb) {
+         s.dirent_high = sb.dirent_count + 1;
+       },
+       "dirent_high"},
+      {"range reversed",
+       [](format::PoolState& s, const format::Superblock&) {
+         s.uninit_begin = 10;
+         s.uninit_end = 5;
+       },
+       "uninitialised range [10, 5)"},
+      {"range past the data area",
+       [](format::PoolState& s, const format::Superblock& sb) {
+         s.uninit_end = sb.data_blocks + 1;
+       },
+       "is not within the"},
+      {"reserved bytes",
+       [](format::PoolState& s, const format::Superblock&) { s.reserved1[7] = 1; },
+       "reserved bytes"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    // Over zeros: a rebuilt record must read every slot that holds anything, so an old
+    // pool's leftovers would be reported too (fsck.h).
+    std::string image = testing::FormattedImage();
+    const format::Superblock sb = SuperblockOf(image);
+    format::PoolState st = StateOf(image);
+    c.damage(st, sb);
+    SealPoolState(&st);
+    std::memcpy(image.data() + format::kStateOffset, &st, sizeof(st));
+    auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
+    ASSERT_FALSE(dir.ok());
+    EXPECT_EQ(dir.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(dir.status().message().find("state record"), std::string::npos) << dir.status();
+    EXPECT_NE(dir.status().message().find(c.message), std::string::npos) << dir.status();
+
+    MemoryRegion region(image);
+    auto report = CheckPool(region, FsckOptions{.repair = true});
+    ASSERT_TRUE(report.ok());
+    bool reported = false;
+    for (const auto& p : report->problems) reported |= p.where == "state record" && p.repaired;
+    EXPECT_TRUE(reported);
+    EXPECT_TRUE(report->clean());
+    EXPECT_TRUE(WalDirectory::Open(std::make_unique<MemoryRegion>(region.bytes())).ok());
+  }
+}
+
+// A state record (with a valid crc) whose uninitialised range covers a file's blocks
+// would let an allocation zero the file: refused at open; fsck empties the range.
+TEST(PoolStateTest, UninitialisedRangeOverAFileIsRefused) {
+  std::string* bytes = nullptr;
+  auto dir = Open(testing::FormattedImage(), &bytes);
+  auto seg = dir->Create(kRoot, kSegment1, 0600, kUser, true);
+  ASSERT_TRUE(seg.ok());
+  ASSERT_TRUE(dir->Write(seg->ino, 0, Bytes("data"), false).ok());
+  ASSERT_TRUE(dir->Close().ok());
+  std::string image = *bytes;
+  format::PoolState st = StateOf(image);
+  st.uninit_begin = 0;
+  st.uninit_end = 3;
+  SealPoolState(&st);
+  std::memcpy(image.data() + format::kStateOffset, &st, sizeof(st));
+  // The journal's last transaction may name the state record: keep it out of the way.
+  std::memset(image.data() + format::kJournalOffset, 0, sizeof(format::JournalHeader));
+  auto bad = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no file has used since mkfs"), std::string::npos)
+      << bad.status();
+  MemoryRegion region(image);
+  auto report = CheckPool(region, FsckOptions{.repair = true});
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->clean());
+  std::string* fixed = nullptr;
+  dir = Open(region.bytes(), &fixed);
+  ASSERT_NE(dir, nullptr);
+  auto again = dir->Lookup(kRoot, kSegment1);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(ReadAll(*dir, again->ino, 4), "data");
+}
+
+// A version 1 pool (no state block) is refused by open and fsck, saying what to do.
+TEST(PoolStateTest, VersionOnePoolsAreRefusedWithAClearMessage) {
+  std::string image = testing::FormattedImage();
+  format::Superblock sb = SuperblockOf(image);
+  sb.version = 1;
+  sb.crc = Crc32c(0, &sb, offsetof(format::Superblock, crc));
+  for (uint64_t off : format::kSuperblockOffset) {
+    std::memcpy(image.data() + off, &sb, sizeof(sb));
+  }
+  auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find(
+                "unsupported format version 1 (this walfs reads version 2): the pool was "
+                "made by an older mkfs.walfs; copy its files out"),
+            std::string::npos)
+      << dir.status();
+  MemoryRegion region(image);
+  auto report = CheckPool(region, FsckOptions{});
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->clean());
+  bool named = false;
+  for (const auto& p : report->problems) {
+    named |= p.what.find("unsupported format version 1 (this walfs reads version 2)") !=
+             std::string::npos;
+  }
+  EXPECT_TRUE(named);
+}
+
+// The guard itself: verified ranges are read once, uninitialised ones zeroed and cut
+// from whichever end the extent touches.
+TEST(FreeSpaceGuardTest, VerifiesOnceAndShrinksTheUninitialisedRange) {
+  MemoryRegion region(std::string(64 * format::kBlockSize, '\0'));
+  std::string& bytes = region.bytes();
+  std::memset(bytes.data() + 40 * format::kBlockSize, 0x5a, 24 * format::kBlockSize);
+  FreeSpaceGuard g;
+  g.Init(40, 64, {{0, 64}});
+  EXPECT_EQ(g.unverified_blocks(), 40u);
+  ASSERT_TRUE(g.Prepare(region, 0, {0, 8}).ok());
+  EXPECT_EQ(g.unverified_blocks(), 32u);
+  bytes[5 * format::kBlockSize] = 1;   // a verified-once block is not read again...
+  bytes[20 * format::kBlockSize] = 1;  // ...but an unverified one is
+  EXPECT_TRUE(g.Prepare(region, 0, {5, 1}).ok());
+  auto s = g.Prepare(region, 0, {16, 8});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("data block 20 "), std::string::npos) << s;
+  EXPECT_EQ(g.unverified_blocks(), 32u) << "a refused extent changes nothing";
+  // From the top of the uninitialised range, then from its bottom.
+  ASSERT_TRUE(g.Prepare(region, 0, {60, 4}).ok());
+  EXPECT_EQ(g.uninit_end(), 60u);
+  ASSERT_TRUE(g.Prepare(region, 0, {38, 4}).ok());
+  EXPECT_EQ(g.uninit_begin(), 42u);
+  EXPECT_EQ(bytes.find_first_not_of('\0', 38 * format::kBlockSize),
+            42 * format::kBlockSize);
+  EXPECT_EQ(bytes.find_first_not_of('\0', 60 * format::kBlockSize), std::string::npos);
+}
+
+}  // namespace
+}  // namespace walfs::core

@@ -13,13 +13,16 @@
 #                          walfs-pmem,walfs-direct,walfs-msync-tmpfs,walfs-msync-disk,tmpfs,ext4,
 #                          passthrough_ll
 #     --workloads LIST     comma-separated (default: all) of
-#                          fsync,pgbench,inserts,bulk,segments,core,floor
+#                          fsync,pgbench,inserts,bulk,segments,core,floor (the default),
+#                          and profile (TPC-B under `perf record`, needs linux-perf)
 #     --reps N             repetitions per target (default 3)
 #     --duration SECS      pgbench/insert run length -T (default 20)
 #     --fsync-secs SECS    pg_test_fsync -s (default 2)
 #     --scale N            pgbench scale (default 10)
 #     --clients "1 4 8"    pgbench TPC-B client counts (default "1 4 8")
 #     --insert-clients N   clients of the 1 KiB insert workload (default 8)
+#     --profile-clients L  TPC-B client counts of the profile workload (default "1 8")
+#     --profile-freq HZ    perf sampling frequency of the profile workload (default 250)
 #     --bulk-segments N    WAL segments the bulk load writes (default 42)
 #     --seg-count N        segments per walfs_segbench run (default 16)
 #     --pool-size SIZE     walfs pool size given to mkfs.walfs (default 2G)
@@ -40,6 +43,8 @@ FSYNC_SECS=2
 PGBENCH_SCALE=10
 PGBENCH_CLIENTS="1 4 8"
 INSERT_CLIENTS=8
+PROFILE_CLIENTS="1 8"
+PROFILE_FREQ=250
 BULK_SEGMENTS=42
 SEG_COUNT=16
 POOL_SIZE=2G
@@ -58,6 +63,8 @@ while [ $# -gt 0 ]; do
     --scale) PGBENCH_SCALE=$2; shift ;;
     --clients) PGBENCH_CLIENTS=$2; shift ;;
     --insert-clients) INSERT_CLIENTS=$2; shift ;;
+    --profile-clients) PROFILE_CLIENTS=$2; shift ;;
+    --profile-freq) PROFILE_FREQ=$2; shift ;;
     --bulk-segments) BULK_SEGMENTS=$2; shift ;;
     --seg-count) SEG_COUNT=$2; shift ;;
     --pool-size) POOL_SIZE=$2; shift ;;
@@ -93,7 +100,7 @@ IFS=, read -r -a TARGETS <<<"${TARGETS_ARG:-$(IFS=,; echo "${ALL_TARGETS[*]}")}"
 IFS=, read -r -a WORKLOADS <<<"$WORKLOADS_ARG"
 has_workload() { [[ ",$WORKLOADS_ARG," == *",$1,"* ]]; }
 for w in "${WORKLOADS[@]}"; do
-  case $w in fsync | pgbench | inserts | bulk | segments | core | floor) ;;
+  case $w in fsync | pgbench | inserts | bulk | segments | core | floor | profile) ;;
     *) fail "unknown workload '$w'" ;; esac
 done
 
@@ -168,7 +175,7 @@ if has_workload segments; then
   fi
 fi
 
-if has_workload pgbench || has_workload inserts; then
+if has_workload pgbench || has_workload inserts || has_workload profile; then
   run_pgbench_workloads
 fi
 

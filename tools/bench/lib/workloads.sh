@@ -27,8 +27,9 @@ run_interleaved() {
   done
 }
 
-# run_pgbench_workloads: pgbench -i on every target, then the TPC-B and/or insert runs
-# the workload list asks for (has_workload), interleaved, then the clusters' teardown.
+# run_pgbench_workloads: pgbench -i on every target, then the TPC-B, insert and/or
+# profile runs the workload list asks for (has_workload), interleaved, then the
+# clusters' teardown.
 run_pgbench_workloads() {
   local t do_tpcb=0 do_ins=0
   has_workload pgbench && do_tpcb=1
@@ -37,7 +38,12 @@ run_pgbench_workloads() {
     log "pgbench -i -s $PGBENCH_SCALE on $t"
     pgb_setup "$t" || log "pgbench setup on $t failed: its runs are recorded as failed"
   done
-  run_interleaved pgbench wl_pgbench "$do_tpcb" "$do_ins"
+  if [ $do_tpcb = 1 ] || [ $do_ins = 1 ]; then
+    run_interleaved pgbench wl_pgbench "$do_tpcb" "$do_ins"
+  fi
+  if has_workload profile; then
+    run_interleaved "pgbench profile" wl_profile
+  fi
   for t in "${RUN_TARGETS[@]}"; do pgb_teardown "$t"; done
 }
 
@@ -159,6 +165,94 @@ wl_pgbench() {
   fi
   [ $ok = 1 ] && pg_stop "$data"
   return 0
+}
+
+# wl_profile TARGET REP: TPC-B at each of PROFILE_CLIENTS, then the 1 KiB insert
+# workload, each under a system-wide `perf record` (DWARF call graphs), to see what a
+# commit's WAL write costs the server on each target: the share of the server's CPU samples (this cluster's processes and
+# this target's walfs daemon, chosen by pid: other sessions on a shared machine run
+# their own postgres and walfs) spent writing and flushing WAL. Inclusive samples under
+# XLogFlush and XLogBackgroundFlush (the exported callers of PostgreSQL's static
+# XLogWrite, which also creates new segments) count in PostgreSQL; every sample of the
+# daemon counts, since with direct access it serves the WAL files' metadata (opens,
+# leases, stats, segment creation). On tmpfs the share is the kernel's pwrite and
+# fdatasync; with walfs-direct it is the client library's durable copy, its checks and
+# the daemon: if it is smaller, a lower throughput is not walfs's doing.
+wl_profile() {
+  local target=$1 rep=$2 data=${PGB_DATA[$1]:-} perf_data ok=1 pm pids perf_pid bench_pid
+  local wl="PostgreSQL's WAL writes in a profile (perf, ${PGBENCH_SECS}s runs)"
+  local daemon=${WALFS_PIDS[$target]:-}
+  if ! command -v perf >/dev/null; then
+    log "perf not installed: profile skipped"
+    return 0
+  fi
+  if [ -z "$data" ] || ! PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data"; then ok=0; fi
+  local run label args
+  # TPC-B at each client count, then the 1 KiB insert workload.
+  for run in $PROFILE_CLIENTS inserts; do
+    local shares="NA NA"
+    if [ "$run" = inserts ]; then
+      label="1 KiB inserts, $INSERT_CLIENTS clients"
+      args=(-n -f "$SHM_ROOT/insert.sql" -c "$INSERT_CLIENTS" -j 2)
+    else
+      label="TPC-B, clients=$run"
+      args=(-c "$run" -j $((run < 2 ? run : 2)))
+    fi
+    perf_data=$SHM_ROOT/perf.$target.$run.data
+    if [ $ok = 1 ]; then
+      perf record -q -a -F "$PROFILE_FREQ" --call-graph dwarf,16384 -o "$perf_data" \
+        -- sleep "$PGBENCH_SECS" >/dev/null 2>&1 &
+      perf_pid=$!
+      pm=$(head -1 "$data/postmaster.pid")
+      local base want tries=0
+      base=$(pgrep -c -P "$pm" || true)
+      if [ "$run" = inserts ]; then want=$((base + INSERT_CLIENTS)); else want=$((base + run)); fi
+      pgbench_run "${args[@]}" -T "$PGBENCH_SECS" >/dev/null &
+      bench_pid=$!
+      # pgbench's backends live as long as its connections: take the cluster's pids
+      # once they are all up (a loaded machine may take seconds to fork them).
+      until [ "$(pgrep -c -P "$pm" || true)" -ge "$want" ] || [ $tries -ge 100 ]; do
+        sleep 0.1
+        tries=$((tries + 1))
+      done
+      [ $tries -ge 100 ] && log "profile: not all of pgbench's backends came up on $target"
+      pids=$(echo "$pm" $(pgrep -P "$pm") | tr ' ' ,)
+      wait "$bench_pid" || log "profiled pgbench failed on $target"
+      wait "$perf_pid" || log "perf record failed on $target"
+      shares=$(profile_shares "$perf_data" "$pids" "$daemon")
+      if [ "${PROFILE_KEEP:-0}" = 1 ]; then
+        cp "$perf_data" "$OUT_DIR/logs/" && chmod 0644 "$OUT_DIR/logs/${perf_data##*/}"
+        echo "$pids${daemon:+ daemon $daemon}" >"$OUT_DIR/logs/${perf_data##*/}.pids"
+      fi
+      rm -f "$perf_data"
+    fi
+    set -- $shares
+    record "$wl" "$label: WAL write and flush, % of server CPU" "%" lower "$target" "$rep" "$1"
+    [ -n "$daemon" ] &&
+      record "$wl" "$label: walfs daemon, % of server CPU" "%" info "$target" "$rep" "$2"
+  done
+  [ $ok = 1 ] && pg_stop "$data"
+  return 0
+}
+
+# profile_shares PERF_DATA PG_PIDS [DAEMON_PID]: prints "WAL% DAEMON%", percentages of
+# the samples of PG_PIDS (comma-separated) and the daemon together.
+profile_shares() {
+  local f=$1 pg_pids=$2 daemon=${3:-} pg w=0 wal
+  # Shares of all samples (absolute percentages; callchains off for speed).
+  share_of() {
+    perf report -i "$f" --pid "$1" --no-children -g none --sort pid --stdio -q 2>/dev/null |
+      awk '{v = $1; sub(/%/, "", v); s += v} END {printf "%.3f\n", s}'
+  }
+  pg=$(share_of "$pg_pids")
+  [ -n "$daemon" ] && w=$(share_of "$daemon")
+  # Inclusive share of the WAL write callers within PostgreSQL's samples.
+  wal=$(perf report -i "$f" --pid "$pg_pids" --percentage relative --children -g none \
+    --sort sym --stdio -q 2>/dev/null | awk '$NF == "XLogFlush" || $NF == "XLogBackgroundFlush" {
+      v = $1; sub(/%/, "", v); s += v } END {printf "%.3f\n", s}')
+  awk -v pg="$pg" -v w="$w" -v wal="$wal" 'BEGIN {
+    if (pg + w <= 0) { print "NA NA"; exit }
+    printf "%.2f %.2f\n", (wal / 100 * pg + w) / (pg + w) * 100, w / (pg + w) * 100 }'
 }
 
 # ---------------------------------------------------------------- 4. bulk load

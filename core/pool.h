@@ -117,6 +117,15 @@ class Pool {
   Counters counters() const;
   absl::Status Close();
 
+  // GrowPool's commit (wal_directory.h): the data area becomes `new_blocks` blocks, in
+  // one journaled commit of the state record, after the new blocks were zeroed or put
+  // in the uninitialised range. InvalidArgument, with nothing written, when new_blocks
+  // is not above the current count or does not fit in the region. The open pool keeps
+  // allocating from its old size (its geometry is fixed at Open), so after a grow it
+  // refuses every change (Writable): only reads and Close are left, and the next Open
+  // uses the new size.
+  absl::Status GrowDataArea(uint64_t new_blocks);
+
  private:
   struct Inode {
     format::InodeRecord rec{};  // the image the next commit writes (see lock rules)
@@ -221,7 +230,8 @@ class Pool {
   Pool(std::unique_ptr<PersistentRegion> region, const format::Superblock& sb,
        const OpenOptions& options);
 
-  absl::Status Load(const Journal::ReplayResult& replay);
+  // `state`: the state record as Open read and checked it (through the journal).
+  absl::Status Load(const Journal::ReplayResult& replay, const format::PoolState& state);
   absl::Status LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status LoadDirents(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status CheckTree();
@@ -324,6 +334,8 @@ class Pool {
   const DurabilityMode mode_;
   const bool read_only_;
   const bool zero_elision_;
+  // GrowDataArea committed a new size: changes are refused until the pool is reopened.
+  std::atomic<bool> grown_{false};
 
   Mutex ns_mu_;
   mutable Mutex mu_ ABSL_ACQUIRED_AFTER(ns_mu_);

@@ -150,6 +150,14 @@ enum FallocateFlags : uint32_t {
   kFallocateKeepSize = 1u << 0,  // FALLOC_FL_KEEP_SIZE
 };
 
+// What GrowPool did, in data blocks (kBlockSize each).
+struct GrowResult {
+  uint64_t old_blocks = 0;
+  uint64_t new_blocks = 0;
+  uint64_t old_capacity = 0;  // bytes covered by the layout, before and after
+  uint64_t new_capacity = 0;
+};
+
 class WalDirectory {
  public:
   // Validates the superblocks, replays the journal, re-zeroes what a crash left dirty
@@ -249,6 +257,11 @@ class WalDirectory {
   // Persists everything pending and reclaims unreferenced orphans (clean unmount).
   absl::Status Close();
 
+  // GrowPool's work on this open pool (see there). After it succeeds the pool refuses
+  // every change (EROFS, "close and reopen"): its allocator still has the old size, and
+  // the next Open uses the new one. Reads and Close work as before.
+  absl::StatusOr<GrowResult> Grow(uint64_t new_capacity);
+
  private:
   explicit WalDirectory(std::unique_ptr<Pool> pool);
   std::unique_ptr<Pool> pool_;
@@ -278,6 +291,27 @@ absl::Status FormatPool(PersistentRegion& region, const FormatOptions& options);
 // with the reason when the sizes cannot work).
 absl::StatusOr<format::Superblock> ComputeLayout(uint64_t capacity,
                                                  const FormatOptions& options);
+
+
+// Grows the pool on `region` (walfsctl grow) to `new_capacity` bytes, rounded down to a
+// whole block: the data area is extended to end there, every file is kept. Opens the
+// pool, WalDirectory::Grow, closes it. Offline: the
+// region must not be served by anyone else (the caller holds the pool's lock), and the
+// caller has already made the region that big (the bytes past the old capacity may hold
+// anything: they are zeroed, or recorded as uninitialised, before the new size is
+// committed).
+//
+// Crash-consistent: the pool is opened (so a pending journal is replayed and a crashed
+// operation recovered first), then the new size is committed in one journal
+// transaction of the state record (format.h, PoolState::data_blocks). A power cut before
+// that commit point leaves the old pool in a bigger region, which opens as before; after
+// it, the grown one. Nothing else is written but zeros past the old capacity.
+//
+// InvalidArgument, with nothing changed, when new_capacity does not add a whole block or
+// does not fit in the region; the pool's own errors (not a pool, damaged) as Open gives
+// them.
+absl::StatusOr<GrowResult> GrowPool(std::unique_ptr<PersistentRegion> region,
+                                    uint64_t new_capacity);
 
 // Checks a superblock's magic, version, crc and geometry against a region size; the
 // error says which field is wrong.

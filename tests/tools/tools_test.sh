@@ -348,6 +348,10 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   expect_rc 1 "$MKFS" --force "$W/m.pool"
   expect_rc 0 "$WALFSCTL" inspect "$W/m.pool"
   expect_err "in use"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool" 192M
+  expect_err "in use.*grow is offline"
+  [ "$(file_size "$W/m.pool")" = $((128 << 20)) ] || fail "a refused grow changed the file"
+  (cd "$M" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$W/m.sums"
   umount_walfs "$M"
   expect_rc 0 "$FSCK" "$W/m.pool"
   expect_out "clean"
@@ -372,6 +376,46 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   # Export twice into the same place refuses to overwrite.
   expect_rc 1 "$WALFSCTL" export "$W/m.pool" "$W/exported"
   expect_err "File exists"
+
+  # walfsctl grow, offline: every file kept, the new space offered by the mount.
+  expect_rc 0 "$WALFSCTL" grow "$W/m.pool" 192M
+  expect_out "grown from 128.00 MiB .* to 192.00 MiB"
+  [ "$(file_size "$W/m.pool")" = $((192 << 20)) ] || fail "grow did not extend the file"
+  expect_rc 0 "$FSCK" "$W/m.pool"
+  expect_rc 0 "$WALFSCTL" inspect "$W/m.pool"
+  expect_out "capacity    192.00 MiB"
+  mount_walfs "$W/m.pool" "$W/mnt"
+  (cd "$M" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$W/m.sums2"
+  diff "$W/m.sums" "$W/m.sums2" >&2 || fail "files differ after grow"
+  [ "$(stat -f -c %b "$M")" -gt $((130 << 20 >> 12)) ] || fail "statfs does not show the new size"
+  # More than the old pool held, in one file: the new blocks are used, and read as zeros.
+  fallocate -l 150M "$M/big" || fail "fallocate 150M on the grown pool"
+  cmp -n $((150 << 20)) "$M/big" /dev/zero || fail "new space is not zero"
+  rm "$M/big"
+  umount_walfs "$M"
+  # Bad input changes nothing.
+  cp "$W/m.pool" "$W/m-before.pool"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool" 192M
+  expect_err "already 192.00 MiB.*cannot shrink"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool" 100M
+  expect_err "cannot shrink"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool" $(((192 << 20) + 100))
+  expect_err "at least one 4 KiB block"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool" lots
+  expect_err "SIZE"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool" 100T
+  expect_err "No space left on device\|File too large"
+  expect_err "the pool is unchanged"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool"
+  expect_err "grow takes POOL and SIZE"
+  head -c 1M /dev/urandom >"$W/not-a.pool"
+  expect_rc 1 "$WALFSCTL" grow "$W/not-a.pool" 2M
+  expect_err "not a walfs pool"
+  [ "$(file_size "$W/not-a.pool")" = $((1 << 20)) ] || fail "grow changed a non-pool file"
+  expect_rc 1 "$WALFSCTL" grow /dev/null 2M
+  expect_err "it is a device"
+  cmp "$W/m.pool" "$W/m-before.pool" || fail "a refused grow changed the pool"
+  rm "$W/m-before.pool"
 
   # A pool made lazily over an old device's bytes (g.pool): files and segments read
   # back exactly, with zeros where nothing was written, and fsck is clean.

@@ -52,6 +52,7 @@ Pool::Pool(std::unique_ptr<PersistentRegion> region, const format::Superblock& s
       mode_(region_->is_pmem() ? DurabilityMode::kPmem : DurabilityMode::kMsync),
       read_only_(options.read_only),
       zero_elision_(options.zero_elision),
+      reserve_blocks_(ReservedBlocks(sb)),
       alloc_(sb.data_blocks) {}
 
 Pool::~Pool() = default;
@@ -567,11 +568,18 @@ void Pool::PublishFree() {
   free_inodes_count_.store(free_inodes_.size() + (sb_.inode_count - inode_high_));
 }
 
+std::string Pool::ReserveNote() const {
+  if (alloc_.free_blocks() == 0 || reserve_blocks_ == 0) return "";
+  return absl::StrCat(" (", alloc_.free_blocks(), " free, of which the last ",
+                      reserve_blocks_, " are reserved for WAL segments)");
+}
+
 FsStats Pool::Statfs() {
   FsStats s;
   s.block_size = kBlockSize;
   s.total_blocks = sb_.data_blocks;
   s.free_blocks = std::min(sb_.data_blocks, free_blocks_.load() + zeroing_blocks_.load());
+  s.reserved_blocks = std::min(s.free_blocks, reserve_blocks_);
   s.total_inodes = sb_.inode_count - 1;
   s.free_inodes = free_inodes_count_.load();
   return s;

@@ -284,6 +284,15 @@ class Pool {
   // Copies the marks (inode_high_, dirent_high_, guard_'s range) into state_ for the
   // next commit to write.
   void NoteStateChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+  // Free blocks a file may take now: all of them for a segment, those outside the
+  // reserve (ReservedBlocks, wal_directory.h) for anything else.
+  uint64_t UsableBlocks(bool segment) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_) {
+    const uint64_t free = alloc_.free_blocks();
+    return segment ? free : free - std::min(free, reserve_blocks_);
+  }
+  // ", the last N blocks (...) being reserved for WAL segments" when only the reserve
+  // stood in the way of an allocation, for the ENOSPC message; else "".
+  std::string ReserveNote() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
   // Gives `r` blocks until its extents cover `bytes`; ENOSPC/EFBIG when impossible (then
   // `r` and the allocator are as before). New blocks are appended to `taken`. Files
   // other than segments may get up to twice what they need (TrimBlocks gives the rest
@@ -334,6 +343,7 @@ class Pool {
   const DurabilityMode mode_;
   const bool read_only_;
   const bool zero_elision_;
+  const uint64_t reserve_blocks_;  // ReservedBlocks(sb_)
   // GrowDataArea committed a new size: changes are refused until the pool is reopened.
   std::atomic<bool> grown_{false};
 

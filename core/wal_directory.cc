@@ -1,6 +1,8 @@
 // WalDirectory: the public face of Pool.
 #include "core/wal_directory.h"
 
+#include <algorithm>
+
 #include "core/pool.h"
 
 namespace walfs::core {
@@ -96,6 +98,11 @@ absl::Status WalDirectory::ReleaseLease(InodeId ino) { return pool_->ReleaseLeas
 
 Counters WalDirectory::counters() const { return pool_->counters(); }
 absl::Status WalDirectory::Close() { return pool_->Close(); }
+
+uint64_t ReservedBlocks(const format::Superblock& sb) {
+  return std::min(kReserveSegments * (sb.segment_size / format::kBlockSize),
+                  sb.data_blocks / 4);
+}
 
 absl::StatusOr<GrowResult> WalDirectory::Grow(uint64_t new_capacity) {
   const format::Superblock& sb = pool_->superblock();

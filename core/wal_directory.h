@@ -92,10 +92,22 @@ struct DirEntry {
   uint64_t next_cookie;  // pass to Readdir to continue after this entry
 };
 
+// The reserve: the last free blocks of a pool, which only WAL segments (files created
+// with a segment name or as xlogtemp.*, which get a segment extent) may take, as ext4
+// keeps reserved blocks for root. Other files (archive_status, history, temporary
+// files) get ENOSPC when only the reserve is left, so a checkpoint or crash recovery
+// after a space shortage can still create the segments it needs. Derived, not stored:
+// two segments, at most a quarter of the data area (so a tiny test pool stays usable).
+inline constexpr uint64_t kReserveSegments = 2;
+uint64_t ReservedBlocks(const format::Superblock& sb);
+
 struct FsStats {
   uint64_t block_size = 0;
   uint64_t total_blocks = 0;
   uint64_t free_blocks = 0;  // exact: blocks not owned by any inode
+  // Of free_blocks, those only WAL segments may take (ReservedBlocks): statfs's f_bavail
+  // is free_blocks minus these (f_bfree stays free_blocks).
+  uint64_t reserved_blocks = 0;
   uint64_t total_inodes = 0;
   uint64_t free_inodes = 0;
   uint32_t name_max = format::kMaxNameLength;

@@ -43,6 +43,9 @@ constexpr uint64_t kSegment = 1 << 20;
 constexpr uint64_t kOldSize = 4 << 20;
 constexpr uint64_t kNewSize = 7 << 20;
 constexpr Caller kPg{105, 111};
+// A segment name: only segments may take the reserve (wal_directory.h), and the fill
+// must take every free block.
+constexpr char kFillName[] = "0000000100000000000000FF";
 
 // path -> content ("/" for directories: their content is not compared).
 using Files = std::map<std::string, std::string>;
@@ -141,7 +144,7 @@ Opened OpenAndCheck(const std::string& image, bool pmem, bool fill) {
   if (fill && o.capacity == kNewSize) {
     const FsStats st = d.Statfs();
     const uint64_t bytes = st.free_blocks * st.block_size;
-    auto f = d.Create(kRootInode, "fill", 0600, kPg, true);
+    auto f = d.Create(kRootInode, kFillName, 0600, kPg, true);
     if (!f.ok()) {
       o.error = absl::StrCat("create fill: ", f.status().message());
       return o;

@@ -23,6 +23,9 @@ using testing::ExpectFsckClean;
 
 constexpr InodeId kRoot = format::kRootInode;
 const Caller kUser{1000, 1000};
+// A segment name: only segments may take the reserve (wal_directory.h), and the fill
+// must take every free block.
+constexpr char kFillName[] = "0000000100000000000000FF";
 constexpr uint64_t kOld = 8 << 20;
 constexpr uint64_t kNew = 20 << 20;
 
@@ -107,7 +110,7 @@ TEST(GrowTest, AGrownPoolKeepsEveryFileAndOffersTheNewSpace) {
   EXPECT_EQ(ReadFile(*dir, "00000002.history"), Pattern(777, 'h'));
   EXPECT_TRUE(dir->Lookup(kRoot, "archive_status").ok());
   // More than the old pool could hold: the new blocks are used, and read as zeros.
-  auto big = dir->Create(kRoot, "big", 0600, kUser, true);
+  auto big = dir->Create(kRoot, kFillName, 0600, kUser, true);
   ASSERT_TRUE(big.ok());
   const uint64_t size = after.free_blocks * format::kBlockSize;
   ASSERT_GT(size, kOld);
@@ -151,7 +154,7 @@ TEST(GrowTest, NewBytesThatAreNotZeroNeverReachAFile) {
     ExpectFsckClean(*bytes);
     auto dir = testing::OpenImage(*bytes);
     ASSERT_NE(dir, nullptr);
-    auto big = dir->Create(kRoot, "big", 0600, kUser, true);
+    auto big = dir->Create(kRoot, kFillName, 0600, kUser, true);
     ASSERT_TRUE(big.ok());
     const uint64_t size = dir->Statfs().free_blocks * format::kBlockSize;
     ASSERT_TRUE(dir->Fallocate(big->ino, 0, size, 0).ok());

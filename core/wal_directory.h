@@ -101,6 +101,19 @@ struct DirEntry {
 inline constexpr uint64_t kReserveSegments = 2;
 uint64_t ReservedBlocks(const format::Superblock& sb);
 
+// Sizing (README "Sizing a pool"). A PostgreSQL cluster keeps up to max_wal_size of WAL
+// between checkpoints (a soft limit, passed under bursts until the checkpoint ends) plus
+// wal_keep_size for standbys; on top of that come the segment being written, the next
+// one being installed and one being recycled (kHeadroomSegments) and the reserve. So the
+// data area a cluster needs is
+//   max_wal_size + wal_keep_size + (kHeadroomSegments + kReserveSegments) * segment size.
+// (Replication slots and a failing archive_command can hold more: size for them too.)
+inline constexpr uint64_t kHeadroomSegments = 3;
+uint64_t WalDataBytes(uint64_t max_wal_size, uint64_t wal_keep_size, uint64_t segment_size);
+// The largest max_wal_size, in whole segments, that a data area of `data_bytes` holds by
+// that rule with this wal_keep_size; 0 when not even the headroom fits.
+uint64_t MaxWalSizeFor(uint64_t data_bytes, uint64_t wal_keep_size, uint64_t segment_size);
+
 struct FsStats {
   uint64_t block_size = 0;
   uint64_t total_blocks = 0;
@@ -324,6 +337,10 @@ absl::StatusOr<format::Superblock> ComputeLayout(uint64_t capacity,
 // them.
 absl::StatusOr<GrowResult> GrowPool(std::unique_ptr<PersistentRegion> region,
                                     uint64_t new_capacity);
+
+// The smallest pool size, in whole MiB, whose layout (ComputeLayout with `options`) has
+// a data area of at least `data_bytes`.
+absl::StatusOr<uint64_t> PoolSizeFor(uint64_t data_bytes, const FormatOptions& options);
 
 // Checks a superblock's magic, version, crc and geometry against a region size; the
 // error says which field is wrong.

@@ -82,6 +82,34 @@ expect_rc 1 "$MKFS" --size 100T "$W/huge.pool"
 expect_err "not enough space"
 [ ! -e "$W/huge.pool" ] || fail "a failed mkfs left a file"
 
+log "mkfs: sizing for PostgreSQL (README \"Sizing a pool\")"
+# One 16 MiB segment's room: refused, nothing left behind, the size it needs named.
+expect_rc 1 "$MKFS" --size 20M "$W/one-seg.pool"
+expect_err "too small for PostgreSQL.*cannot hold two WAL segments"
+expect_err "make it at least"
+[ ! -e "$W/one-seg.pool" ] || fail "a refused mkfs left a file"
+# Below the rule for PostgreSQL's defaults: made, with the numbers and the fix.
+expect_rc 0 "$MKFS" --size 256M "$W/short.pool"
+expect_err "warning: a pool of 256.00 MiB .* smaller than a cluster with max_wal_size 1024MB"
+expect_err "set max_wal_size = 160MB (at most)"
+expect_out "fits          max_wal_size = 160MB with wal_keep_size = 0MB"
+expect_out "reserve       32.00 MiB"
+# The settings given are what the pool is judged against.
+expect_rc 0 "$MKFS" --force --size 256M --max-wal-size 128MB "$W/short.pool"
+[ ! -s "$ERR" ] || { cat "$ERR" >&2; fail "a warning for a pool that fits max_wal_size 128MB"; }
+expect_rc 0 "$MKFS" --force --size 256M --max-wal-size 128MB --wal-keep-size 64MB "$W/short.pool"
+expect_err "max_wal_size 128MB and wal_keep_size 64MB needs"
+rm -f "$W/short.pool"
+# Sized from the settings when --size is not given: max_wal_size + 5 segments of data.
+expect_rc 0 "$MKFS" --max-wal-size 512MB --segment-size 16M "$W/sized.pool"
+[ ! -s "$ERR" ] || { cat "$ERR" >&2; fail "a warning for a pool sized by mkfs"; }
+expect_out "fits          max_wal_size = 512MB"
+sized_mib=$(($(file_size "$W/sized.pool") >> 20))
+((sized_mib >= 592 && sized_mib < 608)) || fail "a pool for max_wal_size 512MB is $sized_mib MiB"
+rm -f "$W/sized.pool"
+expect_rc 1 "$MKFS" --max-wal-size lots "$W/sized.pool"
+expect_err "max-wal-size"
+
 log "mkfs: refuses to overwrite"
 expect_rc 1 "$MKFS" --size 64M "$W/a.pool"
 expect_err "already holds a walfs pool"

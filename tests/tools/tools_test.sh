@@ -297,7 +297,7 @@ path = sys.argv[1]
 os.mkdir(path)
 doc = ('{"version":1,"pool":"/p/a.pool","mountpoint":"/m","mode":"pmem",'
        '"region":"/dev/dax0.0","durability":"auto","block_size":4096,'
-       '"total_blocks":1000,"free_blocks":100,"writes":5,"write_bytes":40960,'
+       '"total_blocks":1000,"free_blocks":100,"reserved_blocks":50,"writes":5,"write_bytes":40960,'
        '"software_version":"9.9","uptime_seconds":7200,"persist_error":"",'
        '"future_field":{"a":1},'
        '"latency":{"write":{"count":3,"sum_ns":9000,"buckets":[0,0,3,0,0,0,0,0,0,0,0,'
@@ -307,7 +307,7 @@ PY
 then
   expect_rc 0 "$WALFSCTL" status "$W/fake-mount"
   expect_out "mode: *pmem (region /dev/dax0.0"
-  expect_out "space: *3.52 MiB used of 3.91 MiB (90.0%)"
+  expect_out "space: *3.52 MiB used of 3.91 MiB (90.0%), 400.00 KiB free (200.00 KiB of it reserved for WAL segments)"
   expect_out "5 writes (40.00 KiB)"
   expect_out "up 2h00m"
   expect_out 'future_field: *{"a":1}'
@@ -319,6 +319,7 @@ then
   expect_out '^walfs_build_info{mountpoint="/m",pool="/p/a.pool",version="9.9",mode="pmem",region="/dev/dax0.0",durability="auto"} 1$'
   expect_out '^walfs_writes_total{mountpoint="/m",pool="/p/a.pool"} 5$'
   expect_out '^walfs_pool_free_bytes{mountpoint="/m",pool="/p/a.pool"} 409600$'
+  expect_out '^walfs_pool_reserved_bytes{mountpoint="/m",pool="/p/a.pool"} 204800$'
   expect_out '^walfs_uptime_seconds{mountpoint="/m",pool="/p/a.pool"} 7200$'
   expect_out '^walfs_request_duration_seconds_bucket{mountpoint="/m",pool="/p/a.pool",op="write",le="4e-06"} 3$'
   expect_rc 0 "$WALFSCTL" status "$W/fake-mount" --latency

@@ -81,7 +81,11 @@ struct Superblock {
   uint32_t version;
   uint32_t superblock_size;  // sizeof(Superblock) when written
   uint8_t uuid[16];
-  uint64_t capacity;  // bytes covered by the layout; <= the region's size
+  // The geometry mkfs wrote, never rewritten: the two copies must agree at open, and
+  // two stores cannot change both atomically. A grown pool (walfsctl grow) has a larger
+  // data area than data_blocks says: PoolState::data_blocks is the current size, and the
+  // pool's current capacity is data_offset + PoolState::data_blocks * block_size.
+  uint64_t capacity;  // bytes covered by the layout at mkfs; <= the region's size
   uint64_t block_size;
   uint64_t segment_size;  // extent size given to WAL-segment files at create
   uint64_t journal_offset;
@@ -93,7 +97,7 @@ struct Superblock {
   uint64_t dirent_count;
   uint64_t dirent_size;
   uint64_t data_offset;
-  uint64_t data_blocks;
+  uint64_t data_blocks;  // at mkfs (PoolState::data_blocks is the current count)
   int64_t created_ns;  // CLOCK_REALTIME at mkfs
   uint8_t reserved[108];
   uint32_t crc;  // CRC-32C of the bytes before it
@@ -140,15 +144,22 @@ struct PoolState {
   // Data blocks [uninit_begin, uninit_end) were never allocated since mkfs and were not
   // written by it: they may hold anything, no inode owns them, and they are zeroed when
   // first allocated. Empty (begin == end) when mkfs knew the region was zero (a new file)
-  // or wrote it (--zero). uninit_begin <= uninit_end <= data_blocks. Allocation takes
-  // blocks from either end of the range (segments from the bottom, other files from the
-  // top), so one range describes it.
+  // or wrote it (--zero). uninit_begin <= uninit_end <= data_blocks (this record's).
+  // Allocation takes blocks from either end of the range (segments from the bottom,
+  // other files from the top), so one range describes it.
   uint64_t uninit_begin;
   uint64_t uninit_end;
-  uint8_t reserved1[208];
+  // Blocks in the data area now: Superblock::data_blocks at mkfs, raised by walfsctl
+  // grow (GrowPool, wal_directory.h) in one journaled commit of this record, so a grow
+  // is atomic. Superblock::data_blocks <= data_blocks, and data_offset + data_blocks *
+  // kBlockSize fits in the region. Blocks a grow adds are zero, or in the uninitialised
+  // range (the grow extends it when it can).
+  uint64_t data_blocks;
+  uint8_t reserved1[200];
 };
 static_assert(sizeof(PoolState) == 256);
 static_assert(offsetof(PoolState, inode_high) == 16);
+static_assert(offsetof(PoolState, data_blocks) == 48);
 static_assert(kStateOffset % kBlockSize == 0);
 
 // A run of data blocks: [block, block + count) in data-area block indices.

@@ -497,17 +497,24 @@ class Checker {
 
   void CheckState() {
     state_ = ReadRecord<PoolState>(format::kStateOffset);
-    const std::string error = PoolStateError(state_, sb_);
-    if (error.empty()) return;
+    const std::string error = PoolStateError(state_, sb_, region_.size());
+    if (error.empty()) {
+      UseCurrentGeometry();
+      return;
+    }
     // No safe mark can be recovered from a damaged record: every slot that holds
     // anything is read as a record (an older pool's leftovers are then reported as what
     // they are), and the data area counts as initialised, so the free-space scan zeroes
-    // whatever it holds (repairable there).
+    // whatever it holds (repairable there). Its size is lost with it: the data area is
+    // taken to reach the end of the region, which is where walfsctl grow ends it (the
+    // file is extended to the new size first), so a grown pool's files stay inside it.
     PoolState rebuilt{};
     rebuilt.magic = format::kStateMagic;
     rebuilt.inode_high = std::max<uint64_t>(
         2, UsedHigh(sb_.inode_table_offset, sb_.inode_count, sb_.inode_size));
     rebuilt.dirent_high = UsedHigh(sb_.dirent_table_offset, sb_.dirent_count, sb_.dirent_size);
+    rebuilt.data_blocks = std::max(sb_.data_blocks,
+                                   (region_.size() - sb_.data_offset) / format::kBlockSize);
     SealPoolState(&rebuilt);
     bool fixed = false;
     if (options_.repair) fixed = CommitRecord(format::kStateOffset, &rebuilt, sizeof(rebuilt));
@@ -518,6 +525,14 @@ class Checker {
                      "; the whole data area counted as initialised)"),
         true, fixed);
     state_ = rebuilt;
+    UseCurrentGeometry();
+  }
+
+  // From here on the data area is the state record's (a grown pool's is larger than
+  // the superblock's, format.h); the report shows that size too.
+  void UseCurrentGeometry() {
+    sb_ = CurrentGeometry(sb_, state_);
+    report_->superblock = sb_;
   }
 
   bool InUninit(uint64_t block, uint64_t count) const {

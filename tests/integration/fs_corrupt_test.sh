@@ -89,6 +89,7 @@ CASES=(
   "dir-cycle|directory cycle|form a cycle that the root does not reach|5|no safe automatic repair"
   "state-crc|state record \(offset 73728\): bad crc|state record: bad crc|1|"
   "state-uninit|lies in the range no file has used since mkfs|owned by a file but lie in the range no file has used since mkfs|1|"
+  "state-size|does not fit in the region of [0-9]+ bytes|state record: data area of [0-9]+ blocks at offset [0-9]+ does not fit|1|"
   "lost-file|live but has no name|is not reachable from the root directory|1|"
   "inode-crc|checksum mismatch|bad crc \(stored|4|no safe automatic repair"
   "dirent-free-inode|names inode [0-9]+, which is not live|which is free|1|"

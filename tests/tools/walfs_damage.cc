@@ -165,11 +165,24 @@ bool JournalTorn(Pool& p) {
   return true;
 }
 
+format::PoolState* State(Pool& p) {
+  return reinterpret_cast<format::PoolState*>(p.At(format::kStateOffset));
+}
+
+// The data area's current size: the state record's (a grown pool's is larger than the
+// superblock's, core/format.h), or the superblock's when the record is damaged.
+uint64_t DataBlocks(Pool& p) {
+  const format::PoolState* s = State(p);
+  return core::RecordCrc(s, sizeof(*s)) == s->crc && s->data_blocks >= p.sb.data_blocks
+             ? s->data_blocks
+             : p.sb.data_blocks;
+}
+
 bool ExtentOutside(Pool& p) {
   const auto files = FilesWithData(p);
   if (files.empty()) return Fail("no regular file with data in the pool");
   format::InodeRecord* r = p.Inode(files.back());
-  r->extents[0].block = p.sb.data_blocks + 16;
+  r->extents[0].block = DataBlocks(p) + 16;
   SealInode(p, r);
   return true;
 }
@@ -231,15 +244,12 @@ bool FreeSpaceNotZero(Pool& p) {
     if (begin > cursor) break;
     cursor = std::max(cursor, end);
   }
-  if (cursor >= p.sb.data_blocks) return Fail("no free data block");
+  if (cursor >= DataBlocks(p)) return Fail("no free data block");
   const uint64_t off = p.sb.data_offset + cursor * format::kBlockSize + 100;
   std::memcpy(p.At(off), "stray bytes in free space", 25);
   return true;
 }
 
-format::PoolState* State(Pool& p) {
-  return reinterpret_cast<format::PoolState*>(p.At(format::kStateOffset));
-}
 
 // The state record fails its checksum (the journal's image too, if it names it).
 // Records planted in slots a pool has not used yet (above the state record's marks,
@@ -275,7 +285,17 @@ bool StateChecksum(Pool& p) {
 bool StateUninitOwned(Pool& p) {
   format::PoolState* s = State(p);
   s->uninit_begin = 0;
-  s->uninit_end = p.sb.data_blocks;
+  s->uninit_end = s->data_blocks;
+  s->crc = core::RecordCrc(s, sizeof(*s));
+  SyncJournal(p, format::kStateOffset, sizeof(format::PoolState));
+  return true;
+}
+
+// A well-formed state record whose data area reaches past the end of the file, as a
+// grown pool's does when its file is cut back to the old size by hand.
+bool StateSize(Pool& p) {
+  format::PoolState* s = State(p);
+  s->data_blocks = (p.size - p.sb.data_offset) / format::kBlockSize + 1;
   s->crc = core::RecordCrc(s, sizeof(*s));
   SyncJournal(p, format::kStateOffset, sizeof(format::PoolState));
   return true;
@@ -346,7 +366,7 @@ bool SymlinkParent(Pool& p) {
   if (free_inodes.size() < 3 || free_slots.size() < 4) return Fail("no free inodes or dirents");
   if (g_arg.empty() || g_arg.size() > format::kMaxSymlinkTarget) return Fail("bad target");
   const uint64_t link_ino = free_inodes[0], file_ino = free_inodes[1], dir_ino = free_inodes[2];
-  const uint64_t block = p.sb.data_blocks - 1;
+  const uint64_t block = DataBlocks(p) - 1;
   static constexpr char kContent[] = "escaped\n";
   std::memcpy(p.At(p.sb.data_offset + block * format::kBlockSize), kContent,
               sizeof(kContent) - 1);
@@ -428,6 +448,8 @@ const std::vector<Kind>& Kinds() {
       {"state-crc", "the state record fails its checksum", StateChecksum},
       {"state-uninit", "the state record's uninitialised range covers the files",
        StateUninitOwned},
+      {"state-size", "the state record's data area reaches past the end of the file",
+       StateSize},
       {"lost-file", "a file's only directory entry is gone", LostFile},
       {"inode-crc", "a file's inode record fails its checksum", InodeChecksum},
       {"dirent-free-inode", "an entry names a free inode", DirentToFreeInode},

@@ -57,6 +57,7 @@ class HandPool {
     state.magic = f::kStateMagic;
     state.inode_high = kInodes;
     state.dirent_high = kDirents;
+    state.data_blocks = sb_.data_blocks;
     state.crc = RecordCrc(&state, sizeof(state));
     Put(f::kStateOffset, state);
     SetInode(f::kRootInode, MakeInode(f::InodeType::kDirectory, 2, 0, {}));

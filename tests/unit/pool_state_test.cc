@@ -73,7 +73,8 @@ TEST(PoolStateTest, FormatWritesOnlyMetadataAndRecordsWhatIsUninitialised) {
   const std::string image = LazyImageOverGarbage();
   const format::Superblock sb = SuperblockOf(image);
   const format::PoolState st = StateOf(image);
-  EXPECT_EQ(PoolStateError(st, sb), "");
+  EXPECT_EQ(PoolStateError(st, sb, image.size()), "");
+  EXPECT_EQ(st.data_blocks, sb.data_blocks);
   EXPECT_EQ(st.inode_high, 2u);
   EXPECT_EQ(st.dirent_high, 0u);
   EXPECT_EQ(st.uninit_begin, 0u);
@@ -237,6 +238,19 @@ TEST(PoolStateTest, BadStateRecordsAreRefusedAndRepaired) {
       {"reserved bytes",
        [](format::PoolState& s, const format::Superblock&) { s.reserved1[7] = 1; },
        "reserved bytes"},
+      {"data area below mkfs's",
+       [](format::PoolState& s, const format::Superblock& sb) {
+         s.data_blocks = sb.data_blocks - 1;
+       },
+       "is below the superblock's"},
+      {"data area past the region (a grown pool's file cut back)",
+       [](format::PoolState& s, const format::Superblock& sb) {
+         s.data_blocks = sb.data_blocks + 1;
+       },
+       "does not fit in the region"},
+      {"data area size overflows",
+       [](format::PoolState& s, const format::Superblock&) { s.data_blocks = ~0ULL / 2; },
+       "does not fit in the region"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -165,6 +165,12 @@ JournalSlot ParseJournalSlot(const char* pool, const format::Superblock& sb, uin
     result.images.emplace_back(je.target_offset, std::string(payload + pos, je.length));
     pos += format::AlignUp(je.length, 8);
   }
+  if (pos != h.payload_bytes) {
+    result.error = absl::StrCat("the payload has ", h.payload_bytes - pos,
+                                " bytes after its last entry");
+    result.images.clear();
+    return result;
+  }
   result.state = State::kValid;
   return result;
 }

@@ -91,7 +91,7 @@ uint64_t JournalSlotOffset(const format::Superblock& sb, uint64_t slot);
 // valid for it, so the journal lies inside it): magic, payload bounds, CRC, the
 // sequence's slot, and that every entry is a whole inode/dirent/state record image whose
 // own crc is valid (or which is all zero, for inode and dirent slots), no record named
-// twice.
+// twice, nothing after the last entry.
 JournalSlot ParseJournalSlot(const char* pool, const format::Superblock& sb, uint64_t slot);
 
 // Both slots and which one recovery applies.

@@ -54,17 +54,22 @@ class JournalReplayTest : public ::testing::Test {
     ASSERT_TRUE(j.Commit(txn, &committed).ok());
     ASSERT_TRUE(committed);
   }
-  // A transaction with a valid crc, written by hand into `slot`.
-  void WriteSlot(uint64_t slot, uint64_t sequence, uint64_t target, const std::string& image) {
+  // A transaction with a valid crc, written by hand into `slot`: `copies` entries of
+  // `image` at `target`, then `trailing` zero bytes.
+  void WriteSlot(uint64_t slot, uint64_t sequence, uint64_t target, const std::string& image,
+                 uint32_t copies = 1, size_t trailing = 0) {
     std::string payload;
-    f::JournalEntry e{target, static_cast<uint32_t>(image.size()), 0};
-    payload.append(reinterpret_cast<const char*>(&e), sizeof(e));
-    payload.append(image);
-    payload.resize(f::AlignUp(payload.size(), 8), '\0');
+    for (uint32_t i = 0; i < copies; ++i) {
+      f::JournalEntry e{target, static_cast<uint32_t>(image.size()), 0};
+      payload.append(reinterpret_cast<const char*>(&e), sizeof(e));
+      payload.append(image);
+      payload.resize(f::AlignUp(payload.size(), 8), '\0');
+    }
+    payload.append(trailing, '\0');
     f::JournalHeader h{};
     h.magic = f::kJournalMagic;
     h.sequence = sequence;
-    h.entry_count = 1;
+    h.entry_count = copies;
     h.payload_bytes = static_cast<uint32_t>(payload.size());
     h.crc = Crc32c(Crc32c(0, &h, sizeof(h)), payload.data(), payload.size());
     const uint64_t at = JournalSlotOffset(sb_, slot);
@@ -171,7 +176,7 @@ TEST_F(JournalReplayTest, GarbageWithAValidCrcAsTheNewestIsRefused) {
   EXPECT_NE(r.status().message().find("slot 0"), std::string::npos) << r.status();
 }
 
-TEST_F(JournalReplayTest, ATransactionInTheWrongSlotOrWithABadImageCrcIsInvalid) {
+TEST_F(JournalReplayTest, OnlyWhatCommitWritesIsValid) {
   f::InodeRecord rec = Inode(9);
   rec.crc = RecordCrc(&rec, sizeof(rec));
   const std::string good(reinterpret_cast<const char*>(&rec), sizeof(rec));
@@ -187,9 +192,23 @@ TEST_F(JournalReplayTest, ATransactionInTheWrongSlotOrWithABadImageCrcIsInvalid)
   EXPECT_EQ(c.slots[0].state, JournalSlot::State::kInvalid);
   EXPECT_NE(c.slots[0].error.find("bad crc"), std::string::npos) << c.slots[0].error;
 
+  WriteSlot(0, 4, InodeOffset(sb_, 4), good, /*copies=*/2);
+  c = ReadJournal(region_.data(), sb_);
+  EXPECT_EQ(c.slots[0].state, JournalSlot::State::kInvalid);
+  EXPECT_NE(c.slots[0].error.find("an earlier entry names too"), std::string::npos)
+      << c.slots[0].error;
+
+  WriteSlot(0, 4, InodeOffset(sb_, 4), good, 1, /*trailing=*/8);
+  c = ReadJournal(region_.data(), sb_);
+  EXPECT_EQ(c.slots[0].state, JournalSlot::State::kInvalid);
+  EXPECT_NE(c.slots[0].error.find("8 bytes after its last entry"), std::string::npos)
+      << c.slots[0].error;
+
   WriteSlot(0, 4, InodeOffset(sb_, 4), good);
   c = ReadJournal(region_.data(), sb_);
   EXPECT_EQ(c.slots[0].state, JournalSlot::State::kValid) << c.slots[0].error;
+  ASSERT_EQ(c.slots[0].images.size(), 1u);
+  EXPECT_EQ(c.slots[0].images[0].second, good);
 }
 
 // msync mode: one persist (one msync) per commit; the home images ride in later

@@ -64,8 +64,22 @@ bool Fail(const std::string& why) {
 // Each journal slot keeps the newest image of the records its transaction named, and
 // every open replays the newest: a damaged record a slot names is copied into that slot's
 // image too (with the transaction's CRC redone), or the next open would quietly undo the
-// damage.
+// damage. A record whose own CRC is now wrong cannot be: the journal's parser refuses a
+// slot holding such an image, which would report the journal instead of the record. The
+// journal is emptied instead, both slots (emptying only the newest would let the older
+// one replay older images): the pools damaged here were closed cleanly, so their home
+// records hold everything the journal does.
 void SyncJournal(const Pool& p, uint64_t offset, uint32_t length) {
+  const char* record = p.At(offset);
+  uint32_t record_crc;
+  std::memcpy(&record_crc, record, sizeof(record_crc));
+  if (!std::all_of(record, record + length, [](char c) { return c == 0; }) &&
+      core::RecordCrc(record, length) != record_crc) {
+    for (uint64_t slot = 0; slot < format::kJournalSlots; ++slot) {
+      std::memset(p.At(core::JournalSlotOffset(p.sb, slot)), 0, sizeof(format::JournalHeader));
+    }
+    return;
+  }
   for (uint64_t slot = 0; slot < format::kJournalSlots; ++slot) {
     char* j = p.At(core::JournalSlotOffset(p.sb, slot));
     format::JournalHeader h;

@@ -634,6 +634,12 @@ absl::Status Pool::Close() {
     }
   }
   ReclaimAll(orphans);
+  // msync mode: the home records of the last transactions may be stored but only
+  // durable through the journal (journal.h); a clean close persists them at home too.
+  {
+    MutexLock l(&journal_mu_);
+    if (absl::Status s = journal_->Sync(); !s.ok()) return s;
+  }
   return region_->health();
 }
 

@@ -82,7 +82,7 @@ CASES=(
   "sb-a-crc|superblock A \(offset 0\) is damaged: checksum mismatch|superblock A: bad crc|1|"
   "sb-b-crc|superblock B \(offset 4096\) is damaged: checksum mismatch|superblock B: bad crc|1|"
   "sb-both|both superblocks are damaged|no valid superblock|4|not repaired: 3 error"
-  "journal-garbage|journal transaction 1000 entry 0 targets offset 4096|committed transaction 1000 is invalid|1|"
+  "journal-garbage|committed transaction 1000 is invalid: entry 0: offset 4096 lies outside|committed transaction 1000 is invalid|1|"
   "extent-outside|lies outside the data area|lies outside the data area|4|may hold data of inode"
   "overlap|overlaps another inode|overlaps inode|4|no safe automatic repair"
   "nlink|link count 5 but 1 links|link count is 5 but 1 entries name it|1|"

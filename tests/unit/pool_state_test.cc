@@ -294,8 +294,11 @@ TEST(PoolStateTest, UninitialisedRangeOverAFileIsRefused) {
   st.uninit_end = 3;
   SealPoolState(&st);
   std::memcpy(image.data() + format::kStateOffset, &st, sizeof(st));
-  // The journal's last transaction may name the state record: keep it out of the way.
-  std::memset(image.data() + format::kJournalOffset, 0, sizeof(format::JournalHeader));
+  // The journal's last transactions may name the state record: keep them out of the way.
+  for (uint64_t slot = 0; slot < format::kJournalSlots; ++slot) {
+    std::memset(image.data() + format::kJournalOffset + slot * format::kJournalSlotSize, 0,
+                sizeof(format::JournalHeader));
+  }
   auto bad = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("no file has used since mkfs"), std::string::npos)

@@ -54,12 +54,19 @@ absl::Status Pool::Grow(format::InodeRecord& r, uint64_t bytes,
   const bool segment = (r.flags & format::kInodeFlagSegment) != 0;
   const uint64_t seg_blocks = sb_.segment_size / kBlockSize;
   uint64_t missing = need - have;
+  // Only segments may take the reserve (pool.h): another file gets ENOSPC when what it
+  // needs would cut into it, and takes no more than the space outside it ahead.
+  if (!segment && missing > UsableBlocks(false)) {
+    return PosixError(absl::StrCat("no space for ", missing, " more blocks", ReserveNote()),
+                      ENOSPC);
+  }
   // Segments grow by whole segments; other files by at least what they already have
   // (doubling), so a file written in small appends needs only a few extents. What a
   // file holds past its end is given back at release and truncate (TrimBlocks).
   absl::Status error;
   if (r.extent_count > 0) {
-    const uint64_t ahead = segment ? missing : std::max(missing, have);
+    const uint64_t ahead =
+        segment ? missing : std::min(std::max(missing, have), UsableBlocks(false));
     format::Extent& last = r.extents[r.extent_count - 1];
     const uint64_t end = last.block + last.count;
     const uint64_t got = alloc_.ExtendInPlace(last, ahead);
@@ -77,7 +84,8 @@ absl::Status Pool::Grow(format::InodeRecord& r, uint64_t bytes,
     // Segments from the bottom, other files from the top, so small files do not cut the
     // runs segments need.
     const uint64_t total = AllocatedBlocks(r);
-    const uint64_t want = segment ? std::max(missing, seg_blocks) : std::max(missing, total);
+    const uint64_t want = segment ? std::max(missing, seg_blocks)
+                                  : std::max(missing, std::min(total, UsableBlocks(false)));
     auto take = [&](uint64_t n) {
       return segment ? alloc_.AllocateLow(n) : alloc_.AllocateHigh(n);
     };

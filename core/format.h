@@ -4,7 +4,8 @@
 //
 //   [0, 4K)           superblock A
 //   [4K, 8K)          superblock B (an identical copy; either one is enough to open)
-//   journal           a redo journal holding the last metadata transaction
+//   journal           a redo journal of two slots, holding the last two metadata
+//                     transactions (see JournalHeader)
 //   state block       the PoolState record (format v2): what mkfs left unwritten
 //   inode table       inode_count fixed-size InodeRecords; inode N lives at index N,
 //                     index 0 is reserved (always zero), index 1 is the root directory
@@ -20,11 +21,14 @@
 // record whose crc does not match is corruption and is reported, never used.
 //
 // Durability invariants the rest of core keeps (and fsck checks):
-//  - Metadata (inode and dirent records) changes only through the journal: a
-//    transaction's record images are written to the journal with a header whose CRC
-//    covers them, persisted (the commit point), then copied to their home offsets and
-//    persisted. Recovery replays a journal whose CRC matches; replay is idempotent
-//    because the journal always holds the newest image of the records it names.
+//  - Metadata (inode, dirent and state records) changes only through the journal: a
+//    transaction's record images are written to one journal slot with a header whose
+//    CRC covers them, persisted (the commit point), then copied to their home offsets.
+//    A home image not yet persisted is repeated in every later transaction until it is
+//    (core/journal.h), so the newest committed transaction names every record whose
+//    home copy may be stale. Recovery replays the valid slot with the highest sequence;
+//    replay is idempotent because that slot holds the newest image of the records it
+//    names.
 //  - Every data block not owned by an inode is zero, except in PoolState's uninitialised
 //    range (never allocated since mkfs, which did not write it: it may hold anything and
 //    is zeroed when first allocated). Blocks owned by an inode in state kOrphan are being
@@ -59,6 +63,12 @@ inline constexpr uint64_t kJournalMagic = 0x4c4e4a53464c4157ULL;
 inline constexpr uint64_t kSuperblockOffset[2] = {0, kBlockSize};
 inline constexpr uint64_t kJournalOffset = 2 * kBlockSize;
 inline constexpr uint64_t kJournalSize = 64 * 1024;
+// The journal is two slots of kJournalSlotSize bytes; transaction n is written to slot
+// n % 2, so writing one never touches the other, which holds the previous transaction.
+// Each slot is whole pages, so in msync mode a write of one dirties no page of the other.
+inline constexpr uint64_t kJournalSlots = 2;
+inline constexpr uint64_t kJournalSlotSize = kJournalSize / kJournalSlots;
+static_assert(kJournalSlotSize % kBlockSize == 0);
 // The state block follows the journal; the inode table follows the state block.
 inline constexpr uint64_t kStateOffset = kJournalOffset + kJournalSize;
 // "WALFSST2" read as a little-endian u64.
@@ -81,7 +91,11 @@ struct Superblock {
   uint32_t version;
   uint32_t superblock_size;  // sizeof(Superblock) when written
   uint8_t uuid[16];
-  uint64_t capacity;  // bytes covered by the layout; <= the region's size
+  // The geometry mkfs wrote, never rewritten: the two copies must agree at open, and
+  // two stores cannot change both atomically. A grown pool (walfsctl grow) has a larger
+  // data area than data_blocks says: PoolState::data_blocks is the current size, and the
+  // pool's current capacity is data_offset + PoolState::data_blocks * block_size.
+  uint64_t capacity;  // bytes covered by the layout at mkfs; <= the region's size
   uint64_t block_size;
   uint64_t segment_size;  // extent size given to WAL-segment files at create
   uint64_t journal_offset;
@@ -93,7 +107,7 @@ struct Superblock {
   uint64_t dirent_count;
   uint64_t dirent_size;
   uint64_t data_offset;
-  uint64_t data_blocks;
+  uint64_t data_blocks;  // at mkfs (PoolState::data_blocks is the current count)
   int64_t created_ns;  // CLOCK_REALTIME at mkfs
   uint8_t reserved[108];
   uint32_t crc;  // CRC-32C of the bytes before it
@@ -140,15 +154,22 @@ struct PoolState {
   // Data blocks [uninit_begin, uninit_end) were never allocated since mkfs and were not
   // written by it: they may hold anything, no inode owns them, and they are zeroed when
   // first allocated. Empty (begin == end) when mkfs knew the region was zero (a new file)
-  // or wrote it (--zero). uninit_begin <= uninit_end <= data_blocks. Allocation takes
-  // blocks from either end of the range (segments from the bottom, other files from the
-  // top), so one range describes it.
+  // or wrote it (--zero). uninit_begin <= uninit_end <= data_blocks (this record's).
+  // Allocation takes blocks from either end of the range (segments from the bottom,
+  // other files from the top), so one range describes it.
   uint64_t uninit_begin;
   uint64_t uninit_end;
-  uint8_t reserved1[208];
+  // Blocks in the data area now: Superblock::data_blocks at mkfs, raised by walfsctl
+  // grow (GrowPool, wal_directory.h) in one journaled commit of this record, so a grow
+  // is atomic. Superblock::data_blocks <= data_blocks, and data_offset + data_blocks *
+  // kBlockSize fits in the region. Blocks a grow adds are zero, or in the uninitialised
+  // range (the grow extends it when it can).
+  uint64_t data_blocks;
+  uint8_t reserved1[200];
 };
 static_assert(sizeof(PoolState) == 256);
 static_assert(offsetof(PoolState, inode_high) == 16);
+static_assert(offsetof(PoolState, data_blocks) == 48);
 static_assert(kStateOffset % kBlockSize == 0);
 
 // A run of data blocks: [block, block + count) in data-area block indices.
@@ -220,12 +241,16 @@ struct DirentRecord {
 static_assert(sizeof(DirentRecord) == kDirentSize);
 static_assert(offsetof(DirentRecord, name) == 32);
 
-// The journal holds one transaction: a header then `entry_count` entries, each a
+// Each journal slot holds one transaction: a header then `entry_count` entries, each a
 // JournalEntry followed by `length` bytes padded to 8. The header's crc covers the header
-// (crc taken as zero) and `payload_bytes` bytes of entries.
+// (crc taken as zero) and `payload_bytes` bytes of entries. A slot whose header is all
+// zero is empty (never written, or taken back after a failed persist). Every entry is a
+// whole inode, dirent or state record image, with a valid crc or all zero (a freed slot).
+// Of the slots whose crc matches, the one with the higher sequence is the newest
+// committed transaction; the other is the one before it.
 struct JournalHeader {
   uint64_t magic;
-  uint64_t sequence;  // increases by one per transaction
+  uint64_t sequence;  // increases by one per transaction; lives in slot sequence % 2
   uint32_t entry_count;
   uint32_t payload_bytes;
   uint8_t reserved[36];
@@ -234,8 +259,8 @@ struct JournalHeader {
 static_assert(sizeof(JournalHeader) == 64);
 
 struct JournalEntry {
-  uint64_t target_offset;  // pool offset of a whole InodeRecord or DirentRecord
-  uint32_t length;         // kInodeSize or kDirentSize
+  uint64_t target_offset;  // pool offset of a whole InodeRecord, DirentRecord or PoolState
+  uint32_t length;         // kInodeSize, kDirentSize or sizeof(PoolState)
   uint32_t reserved;
 };
 static_assert(sizeof(JournalEntry) == 16);

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/crc32c.h"
+#include "core/journal.h"
 #include "core/pool_clients.h"
 #include "core/pool_state.h"
 #include "core/status.h"
@@ -35,7 +37,6 @@ using format::Extent;
 using format::InodeRecord;
 using format::InodeState;
 using format::InodeType;
-using format::JournalEntry;
 using format::JournalHeader;
 using format::PoolState;
 using format::Superblock;
@@ -95,13 +96,6 @@ uint32_t ModeTypeBits(InodeType type) {
 
 uint32_t SuperblockCrc(const Superblock& sb) {
   return Crc32c(0, &sb, offsetof(Superblock, crc));
-}
-
-// The header with its crc field as zero, then payload_bytes of entries.
-uint32_t JournalCrc(const JournalHeader& header, const char* payload) {
-  JournalHeader h = header;
-  h.crc = 0;
-  return Crc32c(Crc32c(0, &h, sizeof(h)), payload, header.payload_bytes);
 }
 
 // Empty when `sb` is a usable superblock for a region of `region_size` bytes; else why
@@ -272,28 +266,19 @@ class Checker {
 
   // ---- Writes (repair only) --------------------------------------------------------
 
-  // Writes one record the way the file system does: the image into the journal under a
-  // header whose crc commits it, then home. Either a crash before the header persists
-  // leaves the old record, or recovery replays the new one.
+  // Writes one record the way the file system does: a journal transaction in the next
+  // slot (journal.h), persisted, then the record at home, persisted (no image is carried
+  // to a later transaction: each repair is complete when it returns). A crash before the
+  // commit point leaves the old record, after it recovery replays the new one.
   bool CommitRecord(uint64_t offset, const void* image, uint32_t length) {
-    std::string payload(sizeof(JournalEntry) + format::AlignUp(length, 8), '\0');
-    const JournalEntry entry{offset, length, 0};
-    std::memcpy(payload.data(), &entry, sizeof(entry));
-    std::memcpy(payload.data() + sizeof(entry), image, length);
-    JournalHeader header{};
-    header.magic = format::kJournalMagic;
-    header.sequence = ++sequence_;
-    header.entry_count = 1;
-    header.payload_bytes = static_cast<uint32_t>(payload.size());
-    header.crc = JournalCrc(header, payload.data());
-    const uint64_t jo = sb_.journal_offset;
-    region_.Store(jo + sizeof(header), payload.data(), payload.size());
-    region_.Persist(jo + sizeof(header), payload.size());
-    region_.Store(jo, &header, sizeof(header));
-    region_.Persist(jo, sizeof(header));
-    region_.Store(offset, image, length);
-    region_.Persist(offset, length);
-    return true;
+    if (journal_ == nullptr) {
+      journal_ = std::make_unique<Journal>(region_, sb_, sequence_ + 1,
+                                           /*carry_home_images=*/false);
+    }
+    Transaction txn;
+    txn.PutImage(offset, image, length);
+    bool committed = false;
+    return journal_->Commit(txn, &committed).ok();
   }
   bool FreeInode(uint64_t ino) {
     const InodeRecord zero{};
@@ -359,128 +344,68 @@ class Checker {
 
   // ---- Journal ---------------------------------------------------------------------
 
-  // Empty when a journal entry may target [offset, offset + length); else why not.
-  std::string TargetError(uint64_t offset, uint32_t length) const {
-    if (offset == format::kStateOffset) {
-      if (length != sizeof(PoolState)) {
-        return absl::StrCat("length ", length, " at the state record is not its size");
-      }
-      return "";
-    }
-    const uint64_t inode_end = sb_.inode_table_offset + sb_.inode_count * sb_.inode_size;
-    const uint64_t dirent_end = sb_.dirent_table_offset + sb_.dirent_count * sb_.dirent_size;
-    if (offset >= sb_.inode_table_offset && offset < inode_end) {
-      if ((offset - sb_.inode_table_offset) % sb_.inode_size != 0 || length != sb_.inode_size) {
-        return absl::StrCat("offset ", offset, " length ", length,
-                            " is not one whole inode record");
-      }
-      if (offset == sb_.inode_table_offset) return "it targets the reserved inode slot 0";
-      return "";
-    }
-    if (offset >= sb_.dirent_table_offset && offset < dirent_end) {
-      if ((offset - sb_.dirent_table_offset) % sb_.dirent_size != 0 ||
-          length != sb_.dirent_size) {
-        return absl::StrCat("offset ", offset, " length ", length,
-                            " is not one whole dirent record");
-      }
-      return "";
-    }
-    return absl::StrCat("offset ", offset, " lies outside the inode and dirent tables");
-  }
-
+  // Both slots, parsed and validated by the journal's own parser (the one pool open
+  // uses); the newest committed transaction is replayed (repair) or overlaid.
   void CheckJournal() {
-    const uint64_t jo = sb_.journal_offset;
-    JournalHeader header;
-    std::memcpy(&header, At(jo), sizeof(header));
-    if (IsZeroRecord(header)) return;  // never used
-    if (header.magic != format::kJournalMagic) {
-      Add(Severity::kInfo, "journal",
-          "the header has no journal magic: a transaction that never committed; ignored");
-      return;
-    }
-    if (header.payload_bytes > sb_.journal_size - sizeof(header)) {
-      Add(Severity::kInfo, "journal",
-          absl::StrCat("the header claims ", header.payload_bytes,
-                       " payload bytes, more than the journal holds: a torn header of an "
-                       "uncommitted transaction; ignored"));
-      return;
-    }
-    const char* payload = At(jo + sizeof(header));
-    if (JournalCrc(header, payload) != header.crc) {
-      Add(Severity::kInfo, "journal",
-          absl::StrCat("transaction ", header.sequence,
-                       " has a bad crc: torn before its commit point, so never committed; "
-                       "ignored"));
-      return;
-    }
-    sequence_ = header.sequence;
-    report_->journal_sequence = header.sequence;
-
-    std::vector<std::pair<uint64_t, std::string>> images;
-    std::string error;
-    uint64_t pos = 0;
-    for (uint32_t e = 0; e < header.entry_count && error.empty(); ++e) {
-      JournalEntry entry;
-      if (pos + sizeof(entry) > header.payload_bytes) {
-        error = absl::StrCat("entry ", e, " of ", header.entry_count,
-                             " starts past the payload's ", header.payload_bytes, " bytes");
-        break;
+    using State = JournalSlot::State;
+    JournalContents j = ReadJournal(region_.data(), sb_);
+    auto where = [](uint64_t slot) { return absl::StrCat("journal slot ", slot); };
+    for (uint64_t slot = 0; slot < format::kJournalSlots; ++slot) {
+      const JournalSlot& s = j.slots[slot];
+      if (s.state == State::kTorn) {
+        Add(Severity::kInfo, where(slot),
+            absl::StrCat(s.error, ": torn before its commit point, so never committed; "
+                                  "ignored"));
+      } else if (s.state == State::kInvalid && static_cast<int>(slot) != j.newest) {
+        // Superseded by the newest transaction, so recovery ignores it; but our code never
+        // writes such a slot.
+        bool fixed = false;
+        if (options_.repair) fixed = ZeroBytes(JournalSlotOffset(sb_, slot), sizeof(JournalHeader));
+        Add(Severity::kError, where(slot),
+            absl::StrCat("older transaction ", s.sequence, " is invalid: ", s.error,
+                         fixed ? "; discarded" : "; recovery ignores it"),
+            true, fixed);
       }
-      std::memcpy(&entry, payload + pos, sizeof(entry));
-      const uint64_t end = pos + sizeof(entry) + format::AlignUp(entry.length, 8);
-      if (entry.length != sb_.inode_size && entry.length != sb_.dirent_size &&
-          entry.length != sizeof(PoolState)) {
-        error = absl::StrCat("entry ", e, " has length ", entry.length,
-                             ", not that of an inode, dirent or state record");
-      } else if (end > header.payload_bytes) {
-        error = absl::StrCat("entry ", e, " runs past the payload's ", header.payload_bytes,
-                             " bytes");
-      } else if (std::string t = TargetError(entry.target_offset, entry.length); !t.empty()) {
-        error = absl::StrCat("entry ", e, ": ", t);
-      } else {
-        std::string image(payload + pos + sizeof(entry), entry.length);
-        uint32_t stored;
-        std::memcpy(&stored, image.data(), sizeof(stored));
-        if (!IsZero(image.data(), image.size()) &&
-            RecordCrc(image.data(), image.size()) != stored) {
-          error = absl::StrCat("entry ", e, " holds a record image with a bad crc");
-        }
-        images.emplace_back(entry.target_offset, std::move(image));
-      }
-      pos = end;
     }
-    if (!error.empty()) {
+    if (j.newest < 0) return;  // nothing committed
+    const uint64_t newest = static_cast<uint64_t>(j.newest);
+    const JournalSlot& s = j.slots[newest];
+    sequence_ = s.sequence;
+    report_->journal_sequence = s.sequence;
+    if (s.state != State::kValid) {
       bool fixed = false;
       if (options_.repair) {
-        // Replaying part of it could be worse than none; the checks that follow judge the
+        // Replaying part of it could be worse than none, and the older slot may be older
+        // than the home records: both are discarded, and the checks that follow judge the
         // home records as they are.
-        fixed = ZeroBytes(jo, sizeof(header));
+        for (uint64_t slot = 0; slot < format::kJournalSlots; ++slot) {
+          fixed = ZeroBytes(JournalSlotOffset(sb_, slot), sizeof(JournalHeader));
+        }
       }
-      Add(Severity::kError, "journal",
-          absl::StrCat("committed transaction ", header.sequence, " is invalid: ", error,
-                       fixed ? "; discarded" : "; recovery cannot replay it"),
+      Add(Severity::kError, where(newest),
+          absl::StrCat("committed transaction ", s.sequence, " is invalid: ", s.error,
+                       fixed ? "; the journal was discarded" : "; recovery cannot replay it"),
           true, fixed);
       return;
     }
     size_t differing = 0;
-    for (const auto& [offset, image] : images) {
+    for (const auto& [offset, image] : s.images) {
       if (std::memcmp(At(offset), image.data(), image.size()) != 0) ++differing;
     }
     if (differing == 0) return;  // applied: the normal state between transactions
     bool fixed = false;
     if (options_.repair) {
-      for (const auto& [offset, image] : images) {
+      for (const auto& [offset, image] : s.images) {
         region_.Store(offset, image.data(), image.size());
         region_.Persist(offset, image.size());
       }
       fixed = true;
     } else {
-      for (auto& [offset, image] : images) overlay_[offset] = image;
+      for (const auto& [offset, image] : s.images) overlay_[offset] = image;
     }
-    Add(Severity::kWarning, "journal",
-        absl::StrCat("committed transaction ", header.sequence, " is not replayed: ",
-                     differing, " of its ", images.size(),
-                     " records differ from their home copies",
+    Add(Severity::kWarning, where(newest),
+        absl::StrCat("committed transaction ", s.sequence, " is not replayed: ", differing,
+                     " of its ", s.images.size(), " records differ from their home copies",
                      fixed ? "; replayed" : " (checked as if replayed)"),
         true, fixed);
   }
@@ -497,17 +422,24 @@ class Checker {
 
   void CheckState() {
     state_ = ReadRecord<PoolState>(format::kStateOffset);
-    const std::string error = PoolStateError(state_, sb_);
-    if (error.empty()) return;
+    const std::string error = PoolStateError(state_, sb_, region_.size());
+    if (error.empty()) {
+      UseCurrentGeometry();
+      return;
+    }
     // No safe mark can be recovered from a damaged record: every slot that holds
     // anything is read as a record (an older pool's leftovers are then reported as what
     // they are), and the data area counts as initialised, so the free-space scan zeroes
-    // whatever it holds (repairable there).
+    // whatever it holds (repairable there). Its size is lost with it: the data area is
+    // taken to reach the end of the region, which is where walfsctl grow ends it (the
+    // file is extended to the new size first), so a grown pool's files stay inside it.
     PoolState rebuilt{};
     rebuilt.magic = format::kStateMagic;
     rebuilt.inode_high = std::max<uint64_t>(
         2, UsedHigh(sb_.inode_table_offset, sb_.inode_count, sb_.inode_size));
     rebuilt.dirent_high = UsedHigh(sb_.dirent_table_offset, sb_.dirent_count, sb_.dirent_size);
+    rebuilt.data_blocks = std::max(sb_.data_blocks,
+                                   (region_.size() - sb_.data_offset) / format::kBlockSize);
     SealPoolState(&rebuilt);
     bool fixed = false;
     if (options_.repair) fixed = CommitRecord(format::kStateOffset, &rebuilt, sizeof(rebuilt));
@@ -518,6 +450,14 @@ class Checker {
                      "; the whole data area counted as initialised)"),
         true, fixed);
     state_ = rebuilt;
+    UseCurrentGeometry();
+  }
+
+  // From here on the data area is the state record's (a grown pool's is larger than
+  // the superblock's, format.h); the report shows that size too.
+  void UseCurrentGeometry() {
+    sb_ = CurrentGeometry(sb_, state_);
+    report_->superblock = sb_;
   }
 
   bool InUninit(uint64_t block, uint64_t count) const {
@@ -1239,7 +1179,8 @@ class Checker {
   const FsckOptions& options_;
   FsckReport* report_;
   Superblock sb_{};
-  uint64_t sequence_ = 0;
+  uint64_t sequence_ = 0;  // of the newest committed transaction
+  std::unique_ptr<Journal> journal_;  // repairs' commits, made at the first one
   absl::flat_hash_map<uint64_t, std::string> overlay_;
   std::vector<InodeInfo> inodes_;
   std::vector<OwnedExtent> extents_;

@@ -89,7 +89,9 @@ struct FsckReport {
   std::vector<FsckProblem> problems;
 
   // The superblock the check used (from a valid copy); meaningless unless
-  // superblock_valid. Without one, nothing past the superblocks was checked.
+  // superblock_valid. Without one, nothing past the superblocks was checked. Its
+  // data_blocks and capacity are the pool's current ones (CurrentGeometry: a grown
+  // pool's state record, format.h) once the state record was read.
   bool superblock_valid = false;
   format::Superblock superblock{};
   uint64_t region_size = 0;

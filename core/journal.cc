@@ -17,20 +17,36 @@ uint64_t DirentOffset(const format::Superblock& sb, uint64_t slot) {
   return sb.dirent_table_offset + slot * format::kDirentSize;
 }
 
-// True when [off, off+len) is exactly one record of one of the metadata tables, or the
-// state record.
-bool IsRecordTarget(const format::Superblock& sb, uint64_t off, uint64_t len) {
-  if (off == format::kStateOffset) return len == sizeof(format::PoolState);
-  if (len == format::kInodeSize && off >= sb.inode_table_offset &&
-      off < sb.inode_table_offset + sb.inode_count * format::kInodeSize) {
-    return (off - sb.inode_table_offset) % format::kInodeSize == 0 &&
-           off != sb.inode_table_offset;  // slot 0 is reserved
+// Empty when [off, off + len) is exactly one record of one of the metadata tables (slot 0
+// of the inode table excepted: it is reserved), or the state record; else why not.
+std::string TargetError(const format::Superblock& sb, uint64_t off, uint64_t len) {
+  if (off == format::kStateOffset) {
+    if (len != sizeof(format::PoolState)) {
+      return absl::StrCat("length ", len, " at the state record is not its size");
+    }
+    return "";
   }
-  if (len == format::kDirentSize && off >= sb.dirent_table_offset &&
-      off < sb.dirent_table_offset + sb.dirent_count * format::kDirentSize) {
-    return (off - sb.dirent_table_offset) % format::kDirentSize == 0;
+  const uint64_t inode_end = sb.inode_table_offset + sb.inode_count * format::kInodeSize;
+  const uint64_t dirent_end = sb.dirent_table_offset + sb.dirent_count * format::kDirentSize;
+  if (off >= sb.inode_table_offset && off < inode_end) {
+    if ((off - sb.inode_table_offset) % format::kInodeSize != 0 || len != format::kInodeSize) {
+      return absl::StrCat("offset ", off, " length ", len, " is not one whole inode record");
+    }
+    if (off == sb.inode_table_offset) return "it targets the reserved inode slot 0";
+    return "";
   }
-  return false;
+  if (off >= sb.dirent_table_offset && off < dirent_end) {
+    if ((off - sb.dirent_table_offset) % format::kDirentSize != 0 || len != format::kDirentSize) {
+      return absl::StrCat("offset ", off, " length ", len, " is not one whole dirent record");
+    }
+    return "";
+  }
+  return absl::StrCat("offset ", off, " lies outside the inode and dirent tables");
+}
+
+bool IsAllZero(const void* p, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  return std::all_of(b, b + n, [](unsigned char c) { return c == 0; });
 }
 
 }  // namespace
@@ -72,6 +88,157 @@ void Transaction::FreeDirent(const format::Superblock& sb, uint64_t slot) {
   Put(DirentOffset(sb, slot), &zero, sizeof(zero));
 }
 
+uint64_t JournalSlotOffset(const format::Superblock& sb, uint64_t slot) {
+  return sb.journal_offset + slot * (sb.journal_size / format::kJournalSlots);
+}
+
+JournalSlot ParseJournalSlot(const char* pool, const format::Superblock& sb, uint64_t slot) {
+  using State = JournalSlot::State;
+  JournalSlot result;
+  const uint64_t slot_size = sb.journal_size / format::kJournalSlots;
+  const char* base = pool + JournalSlotOffset(sb, slot);
+  format::JournalHeader h;
+  std::memcpy(&h, base, sizeof(h));
+  if (IsAllZero(&h, sizeof(h))) return result;
+  result.sequence = h.sequence;
+  if (h.magic != format::kJournalMagic) {
+    result.state = State::kTorn;
+    result.error = "the header has no journal magic";
+    return result;
+  }
+  if (h.payload_bytes > slot_size - sizeof(h)) {
+    result.state = State::kTorn;
+    result.error = absl::StrCat("the header claims ", h.payload_bytes,
+                                " payload bytes, more than the slot holds");
+    return result;
+  }
+  const uint32_t stored_crc = h.crc;
+  h.crc = 0;
+  if (Crc32c(Crc32c(0, &h, sizeof(h)), base + sizeof(h), h.payload_bytes) != stored_crc) {
+    result.state = State::kTorn;
+    result.error = absl::StrCat("transaction ", h.sequence, " has a bad crc");
+    return result;
+  }
+  // The CRC matches, so this claims to be a transaction we wrote: all of it must be.
+  result.state = State::kInvalid;
+  if (h.sequence % format::kJournalSlots != slot) {
+    result.error = absl::StrCat("transaction ", h.sequence, " does not belong in slot ", slot);
+    return result;
+  }
+  const char* payload = base + sizeof(h);
+  uint64_t pos = 0;
+  for (uint32_t i = 0; i < h.entry_count; ++i) {
+    if (h.payload_bytes - pos < sizeof(format::JournalEntry)) {
+      result.error = absl::StrCat("entry ", i, " of ", h.entry_count,
+                                  " starts past the payload's ", h.payload_bytes, " bytes");
+      result.images.clear();
+      return result;
+    }
+    format::JournalEntry je;
+    std::memcpy(&je, payload + pos, sizeof(je));
+    pos += sizeof(je);
+    if (std::string t = TargetError(sb, je.target_offset, je.length); !t.empty()) {
+      result.error = absl::StrCat("entry ", i, ": ", t);
+    } else if (format::AlignUp(je.length, 8) > h.payload_bytes - pos) {
+      result.error = absl::StrCat("entry ", i, " runs past the payload's ", h.payload_bytes,
+                                  " bytes");
+    } else if (std::any_of(result.images.begin(), result.images.end(),
+                           [&](const auto& e) { return e.first == je.target_offset; })) {
+      // Commit writes each record once per transaction; a second image would make
+      // "the newest image" of that record ambiguous.
+      result.error = absl::StrCat("entry ", i, " names offset ", je.target_offset,
+                                  ", which an earlier entry names too");
+    } else {
+      const char* image = payload + pos;
+      uint32_t stored;
+      std::memcpy(&stored, image, sizeof(stored));
+      const bool zero_ok = je.target_offset != format::kStateOffset;
+      if (!(zero_ok && IsAllZero(image, je.length)) && RecordCrc(image, je.length) != stored) {
+        result.error = absl::StrCat("entry ", i, " (offset ", je.target_offset,
+                                    ") holds a record image with a bad crc");
+      }
+    }
+    if (!result.error.empty()) {
+      result.images.clear();
+      return result;
+    }
+    result.images.emplace_back(je.target_offset, std::string(payload + pos, je.length));
+    pos += format::AlignUp(je.length, 8);
+  }
+  if (pos != h.payload_bytes) {
+    result.error = absl::StrCat("the payload has ", h.payload_bytes - pos,
+                                " bytes after its last entry");
+    result.images.clear();
+    return result;
+  }
+  result.state = State::kValid;
+  return result;
+}
+
+JournalContents ReadJournal(const char* pool, const format::Superblock& sb) {
+  JournalContents j;
+  for (uint64_t slot = 0; slot < format::kJournalSlots; ++slot) {
+    j.slots[slot] = ParseJournalSlot(pool, sb, slot);
+    const JournalSlot& s = j.slots[slot];
+    if (s.state != JournalSlot::State::kValid && s.state != JournalSlot::State::kInvalid) {
+      continue;
+    }
+    // Sequences of the two slots differ in parity once both are checked, and an
+    // unchecked (kInvalid) slot is refused if it is the newest, so ties do not matter.
+    if (j.newest < 0 || s.sequence > j.slots[j.newest].sequence) j.newest = static_cast<int>(slot);
+  }
+  return j;
+}
+
+void Journal::Build(const Transaction& txn, bool with_carried) {
+  buffer_.assign(sizeof(format::JournalHeader), '\0');
+  uint32_t count = 0;
+  auto add = [&](uint64_t offset, const std::string& bytes) {
+    format::JournalEntry je{};
+    je.target_offset = offset;
+    je.length = static_cast<uint32_t>(bytes.size());
+    buffer_.append(reinterpret_cast<const char*>(&je), sizeof(je));
+    buffer_.append(bytes);
+    buffer_.append(format::AlignUp(bytes.size(), 8) - bytes.size(), '\0');
+    ++count;
+  };
+  for (const auto& e : txn.entries_) add(e.offset, e.bytes);
+  if (with_carried) {
+    for (const auto& [offset, bytes] : carried_) {
+      bool replaced = false;
+      for (const auto& e : txn.entries_) replaced = replaced || e.offset == offset;
+      if (!replaced) add(offset, bytes);
+    }
+  }
+  format::JournalHeader h{};
+  h.magic = format::kJournalMagic;
+  h.sequence = sequence_;
+  h.entry_count = count;
+  h.payload_bytes = static_cast<uint32_t>(buffer_.size() - sizeof(format::JournalHeader));
+  std::memcpy(buffer_.data(), &h, sizeof(h));
+  h.crc = Crc32c(0, buffer_.data(), buffer_.size());
+  std::memcpy(buffer_.data(), &h, sizeof(h));
+}
+
+void Journal::PersistCarried() {
+  if (carried_.empty()) return;
+  // One flush of their span: only the record tables lie between them, and every other
+  // home image stored there was persisted already or is carried too.
+  const uint64_t lo = carried_.begin()->first;
+  const uint64_t hi = carried_.rbegin()->first + carried_.rbegin()->second.size();
+  region_.Flush(lo, hi - lo);
+  region_.Drain();
+  // Forgotten even if the persist failed: health() then fails every later commit, and
+  // the newest committed slot still holds them for recovery.
+  carried_.clear();
+}
+
+absl::Status Journal::Sync() {
+  if (absl::Status h = region_.health(); !h.ok()) return h;
+  PersistCarried();
+  return region_.health();
+}
+
 absl::Status Journal::Commit(const Transaction& txn, bool* committed) {
   *committed = false;
   if (absl::Status h = region_.health(); !h.ok()) return h;
@@ -79,37 +246,29 @@ absl::Status Journal::Commit(const Transaction& txn, bool* committed) {
     *committed = true;
     return absl::OkStatus();
   }
-  buffer_.assign(sizeof(format::JournalHeader), '\0');
-  for (const auto& e : txn.entries_) {
-    format::JournalEntry je{};
-    je.target_offset = e.offset;
-    je.length = static_cast<uint32_t>(e.bytes.size());
-    buffer_.append(reinterpret_cast<const char*>(&je), sizeof(je));
-    buffer_.append(e.bytes);
-    buffer_.append(format::AlignUp(e.bytes.size(), 8) - e.bytes.size(), '\0');
+  Build(txn, /*with_carried=*/true);
+  if (buffer_.size() > kCarryLimit && !carried_.empty()) {
+    // The carried images would make the journal write large: make them durable at home
+    // first. Until this slot is written, the other slot still holds them.
+    PersistCarried();
+    if (absl::Status h = region_.health(); !h.ok()) return h;
+    Build(txn, /*with_carried=*/false);
   }
-  const uint64_t payload = buffer_.size() - sizeof(format::JournalHeader);
-  // A transaction touches a handful of records; the journal holds well over a hundred.
-  if (buffer_.size() > sb_.journal_size) {
-    return absl::InternalError(
-        absl::StrCat("journal transaction of ", buffer_.size(), " bytes exceeds the journal"));
+  // A transaction touches a handful of records; a slot holds well over fifty.
+  const uint64_t slot_size = sb_.journal_size / format::kJournalSlots;
+  if (buffer_.size() > slot_size) {
+    return absl::InternalError(absl::StrCat("journal transaction of ", buffer_.size(),
+                                            " bytes exceeds the journal slot"));
   }
-  format::JournalHeader h{};
-  h.magic = format::kJournalMagic;
-  h.sequence = sequence_;
-  h.entry_count = static_cast<uint32_t>(txn.entries_.size());
-  h.payload_bytes = static_cast<uint32_t>(payload);
-  std::memcpy(buffer_.data(), &h, sizeof(h));
-  h.crc = Crc32c(0, buffer_.data(), buffer_.size());
-  std::memcpy(buffer_.data(), &h, sizeof(h));
-
-  region_.Store(sb_.journal_offset, buffer_.data(), buffer_.size());
-  region_.Persist(sb_.journal_offset, buffer_.size());
+  const uint64_t slot = JournalSlotOffset(sb_, sequence_ % format::kJournalSlots);
+  region_.Store(slot, buffer_.data(), buffer_.size());
+  region_.Persist(slot, buffer_.size());
   if (absl::Status h = region_.health(); !h.ok()) {
     // Not known durable: take it back, so that what the media say does not depend on
-    // whether the failed persist wrote it (an empty journal replays nothing).
-    region_.Fill(sb_.journal_offset, 0, sizeof(format::JournalHeader));
-    region_.Persist(sb_.journal_offset, sizeof(format::JournalHeader));
+    // whether the failed persist wrote it (an empty slot replays nothing; the other slot
+    // holds the previous transaction).
+    region_.Fill(slot, 0, sizeof(format::JournalHeader));
+    region_.Persist(slot, sizeof(format::JournalHeader));
     return h;
   }
   *committed = true;
@@ -119,12 +278,15 @@ absl::Status Journal::Commit(const Transaction& txn, bool* committed) {
     region_.Store(e.offset, e.bytes.data(), e.bytes.size());
     lo = std::min(lo, e.offset);
     hi = std::max(hi, e.offset + e.bytes.size());
+    if (carry_) carried_[e.offset] = e.bytes;
   }
-  // One flush for all the records: only the record tables lie between them, and every
-  // earlier commit persisted its records before returning, so the span holds no other
-  // unpersisted store.
-  region_.Flush(lo, hi - lo);
-  region_.Drain();
+  if (!carry_) {
+    // One flush for all the records: only the record tables lie between them, and every
+    // earlier commit persisted its records before returning, so the span holds no other
+    // unpersisted store.
+    region_.Flush(lo, hi - lo);
+    region_.Drain();
+  }
   ++sequence_;
   ++commits_;
   return region_.health();
@@ -134,53 +296,26 @@ absl::StatusOr<Journal::ReplayResult> Journal::Replay(PersistentRegion& region,
                                                       const format::Superblock& sb,
                                                       bool apply) {
   ReplayResult result;
-  const char* base = region.data() + sb.journal_offset;
-  format::JournalHeader h;
-  std::memcpy(&h, base, sizeof(h));
-  if (h.magic != format::kJournalMagic) return result;  // empty journal (fresh pool)
-  const uint32_t stored_crc = h.crc;
-  if (h.payload_bytes > sb.journal_size - sizeof(h)) {
-    result.torn = true;
-    return result;
-  }
-  h.crc = 0;
-  uint32_t crc = Crc32c(0, &h, sizeof(h));
-  crc = Crc32c(crc, base + sizeof(h), h.payload_bytes);
-  if (crc != stored_crc) {
-    result.torn = true;
-    return result;
-  }
-  // The CRC matches, so this is a transaction we wrote: every entry must be sane.
-  std::vector<std::pair<uint64_t, std::string>>& applies = result.images;
-  uint64_t pos = sizeof(h);
-  const uint64_t end = sizeof(h) + h.payload_bytes;
-  for (uint32_t i = 0; i < h.entry_count; ++i) {
-    if (end - pos < sizeof(format::JournalEntry)) {
-      return absl::DataLossError(absl::StrCat("journal transaction ", h.sequence, " entry ",
-                                              i, " runs past the payload"));
-    }
-    format::JournalEntry je;
-    std::memcpy(&je, base + pos, sizeof(je));
-    pos += sizeof(je);
-    if (format::AlignUp(je.length, 8) > end - pos ||
-        !IsRecordTarget(sb, je.target_offset, je.length)) {
-      return absl::DataLossError(absl::StrCat(
-          "journal transaction ", h.sequence, " entry ", i, " targets offset ",
-          je.target_offset, " length ", je.length, ", not a metadata record"));
-    }
-    applies.emplace_back(je.target_offset, std::string(base + pos, je.length));
-    pos += format::AlignUp(je.length, 8);
+  JournalContents j = ReadJournal(region.data(), sb);
+  for (const JournalSlot& s : j.slots) result.torn = result.torn || s.state == JournalSlot::State::kTorn;
+  if (j.newest < 0) return result;  // nothing committed (a fresh pool)
+  JournalSlot& newest = j.slots[j.newest];
+  if (newest.state != JournalSlot::State::kValid) {
+    return absl::DataLossError(absl::StrCat("journal slot ", j.newest, ": committed transaction ",
+                                            newest.sequence, " is invalid: ", newest.error,
+                                            "; run fsck.walfs --repair"));
   }
   if (apply) {
-    for (const auto& [offset, bytes] : applies) {
+    for (const auto& [offset, bytes] : newest.images) {
       region.Store(offset, bytes.data(), bytes.size());
       region.Flush(offset, bytes.size());
     }
     region.Drain();
   }
   result.replayed = true;
-  result.sequence = h.sequence;
-  result.records = h.entry_count;
+  result.sequence = newest.sequence;
+  result.records = static_cast<uint32_t>(newest.images.size());
+  result.images = std::move(newest.images);
   return result;
 }
 

@@ -22,6 +22,31 @@ bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 }  // namespace
 
+uint64_t WalDataBytes(uint64_t max_wal_size, uint64_t wal_keep_size, uint64_t segment_size) {
+  return max_wal_size + wal_keep_size + (kHeadroomSegments + kReserveSegments) * segment_size;
+}
+
+uint64_t MaxWalSizeFor(uint64_t data_bytes, uint64_t wal_keep_size, uint64_t segment_size) {
+  const uint64_t fixed = WalDataBytes(0, wal_keep_size, segment_size);
+  if (data_bytes <= fixed) return 0;
+  return (data_bytes - fixed) / segment_size * segment_size;
+}
+
+absl::StatusOr<uint64_t> PoolSizeFor(uint64_t data_bytes, const FormatOptions& options) {
+  constexpr uint64_t kMiB = 1 << 20;
+  // The metadata grows with the capacity (one inode per 64 KiB by default), so add what
+  // is missing until the data area is big enough; a few rounds at most.
+  uint64_t capacity = AlignUp(data_bytes + kMiB, kMiB);
+  for (int round = 0; round < 64; ++round) {
+    auto sb = ComputeLayout(capacity, options);
+    const uint64_t have = sb.ok() ? sb->data_blocks * kBlockSize : 0;
+    if (sb.ok() && have >= data_bytes) return capacity;
+    capacity += AlignUp(data_bytes > have ? data_bytes - have : kMiB, kMiB);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("no pool size found for a data area of ", data_bytes, " bytes"));
+}
+
 absl::StatusOr<format::Superblock> ComputeLayout(uint64_t capacity,
                                                  const FormatOptions& options) {
   const uint64_t seg = options.segment_size;

@@ -234,8 +234,9 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
     auto made = NewEntryInode(orphan, parent, format::InodeType::kSymlink, 0777, caller);
     if (!made.ok()) return made.status();
     ino = *made;
-    std::optional<format::Extent> b = alloc_.AllocateHigh(1);
-    if (!b) return PosixError("no space for a symlink target", ENOSPC);
+    std::optional<format::Extent> b;
+    if (UsableBlocks(false) >= 1) b = alloc_.AllocateHigh(1);
+    if (!b) return PosixError(absl::StrCat("no space for a symlink target", ReserveNote()), ENOSPC);
     orphan.allocated().push_back(*b);  // given back if the edit is dropped
     if (absl::Status s = PrepareBlocks(*b); !s.ok()) return s;
     block = *b;

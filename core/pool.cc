@@ -52,6 +52,7 @@ Pool::Pool(std::unique_ptr<PersistentRegion> region, const format::Superblock& s
       mode_(region_->is_pmem() ? DurabilityMode::kPmem : DurabilityMode::kMsync),
       read_only_(options.read_only),
       zero_elision_(options.zero_elision),
+      reserve_blocks_(ReservedBlocks(sb)),
       alloc_(sb.data_blocks) {}
 
 Pool::~Pool() = default;
@@ -90,11 +91,28 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Open(std::unique_ptr<PersistentRegio
     return absl::DataLossError(
         "superblocks A and B differ; run fsck.walfs --repair");
   }
-  std::unique_ptr<Pool> pool(new Pool(std::move(region), sbs[0], options));
-  auto replay = Journal::Replay(*pool->region_, pool->sb_, !options.read_only);
+  // The journal first: the state record it may hold says how big the data area is now
+  // (format.h: a grow changes only the state record), and the pool is built with that.
+  auto replay = Journal::Replay(*region, sbs[0], !options.read_only);
   if (!replay.ok()) return replay.status();
+  format::PoolState state;
+  std::memcpy(&state, region->data() + format::kStateOffset, sizeof(state));
+  if (options.read_only) {
+    // A read-only open does not apply the journal, so it reads through it instead.
+    for (const auto& [off, bytes] : replay->images) {
+      if (off == format::kStateOffset && bytes.size() == sizeof(state)) {
+        std::memcpy(&state, bytes.data(), sizeof(state));
+      }
+    }
+  }
+  if (std::string e = PoolStateError(state, sbs[0], region->size()); !e.empty()) {
+    return absl::DataLossError(absl::StrCat("state record (offset ", format::kStateOffset,
+                                            "): ", e, "; run fsck.walfs --repair"));
+  }
+  std::unique_ptr<Pool> pool(
+      new Pool(std::move(region), CurrentGeometry(sbs[0], state), options));
   if (replay->replayed) pool->counters_.journal_replays.fetch_add(1);
-  absl::Status s = pool->Load(*replay);
+  absl::Status s = pool->Load(*replay, state);
   if (!s.ok()) return s;
   {
     MutexLock l(&pool->journal_mu_);
@@ -115,22 +133,12 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Open(std::unique_ptr<PersistentRegio
   return pool;
 }
 
-absl::Status Pool::Load(const Journal::ReplayResult& replay) {
+absl::Status Pool::Load(const Journal::ReplayResult& replay,
+                        const format::PoolState& state) {
   // A read-only open does not apply the journal, so it reads through it instead.
   absl::flat_hash_map<uint64_t, const char*> overlay;
   if (read_only_) {
     for (const auto& [off, bytes] : replay.images) overlay[off] = bytes.data();
-  }
-  format::PoolState state;
-  {
-    const auto ov = overlay.find(format::kStateOffset);
-    std::memcpy(&state,
-                ov != overlay.end() ? ov->second : region_->data() + format::kStateOffset,
-                sizeof(state));
-  }
-  if (std::string e = PoolStateError(state, sb_); !e.empty()) {
-    return absl::DataLossError(absl::StrCat("state record (offset ", format::kStateOffset,
-                                            "): ", e, "; run fsck.walfs --repair"));
   }
   {
     MutexLock jl(&journal_mu_);
@@ -417,6 +425,9 @@ absl::StatusOr<std::shared_ptr<Pool::Inode>> Pool::Pin(InodeId ino) {
 
 absl::Status Pool::Writable() const {
   if (read_only_) return PosixError("pool opened read-only", EROFS);
+  if (grown_.load()) {
+    return PosixError("the pool was grown: close it and open it again to use it", EROFS);
+  }
   return absl::OkStatus();
 }
 
@@ -557,11 +568,18 @@ void Pool::PublishFree() {
   free_inodes_count_.store(free_inodes_.size() + (sb_.inode_count - inode_high_));
 }
 
+std::string Pool::ReserveNote() const {
+  if (alloc_.free_blocks() == 0 || reserve_blocks_ == 0) return "";
+  return absl::StrCat(" (", alloc_.free_blocks(), " free, of which the last ",
+                      reserve_blocks_, " are reserved for WAL segments)");
+}
+
 FsStats Pool::Statfs() {
   FsStats s;
   s.block_size = kBlockSize;
   s.total_blocks = sb_.data_blocks;
   s.free_blocks = std::min(sb_.data_blocks, free_blocks_.load() + zeroing_blocks_.load());
+  s.reserved_blocks = std::min(s.free_blocks, reserve_blocks_);
   s.total_inodes = sb_.inode_count - 1;
   s.free_inodes = free_inodes_count_.load();
   return s;
@@ -616,7 +634,82 @@ absl::Status Pool::Close() {
     }
   }
   ReclaimAll(orphans);
+  // msync mode: the home records of the last transactions may be stored but only
+  // durable through the journal (journal.h); a clean close persists them at home too.
+  {
+    MutexLock l(&journal_mu_);
+    if (absl::Status s = journal_->Sync(); !s.ok()) return s;
+  }
   return region_->health();
+}
+
+absl::Status Pool::GrowDataArea(uint64_t new_blocks) {
+  if (absl::Status s = Writable(); !s.ok()) return s;
+  const uint64_t old_blocks = sb_.data_blocks;
+  if (new_blocks <= old_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the pool's data area is ", old_blocks, " blocks (", sb_.capacity,
+        " bytes in all); a grow must add at least one ", kBlockSize, "-byte block"));
+  }
+  if (new_blocks > (region_->size() - sb_.data_offset) / kBlockSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a data area of ", new_blocks, " blocks does not fit in the ", region_->size(),
+        "-byte region (the file must be made that big first)"));
+  }
+  MutexLock ns(&ns_mu_);
+  uint64_t begin = guard_.uninit_begin(), end = guard_.uninit_end();
+  if (begin == end) {
+    // Nothing uninitialised: the new blocks become the range, unread and unwritten.
+    begin = old_blocks;
+    end = new_blocks;
+  } else if (end == old_blocks) {
+    end = new_blocks;  // the range reaches the old end: it extends over the new blocks
+  } else {
+    // The range ends below files allocated from the top, and one range cannot also
+    // cover the new blocks: they must be zero before the commit makes them free space.
+    // A region grown by extending its file reads as zeros, so this reads and, normally,
+    // writes nothing. Zeros written here land past the committed capacity: a crash
+    // before the commit leaves the old pool as it was.
+    constexpr uint64_t kChunk = 256;  // blocks persisted at a time
+    for (uint64_t b = old_blocks; b < new_blocks; b += kChunk) {
+      const uint64_t n = std::min(kChunk, new_blocks - b);
+      const uint64_t off = sb_.data_offset + b * kBlockSize;
+      if (AllZero(region_->data() + off, n * kBlockSize)) continue;
+      region_->Fill(off, 0, n * kBlockSize);
+      region_->Persist(off, n * kBlockSize);
+    }
+    if (absl::Status h = region_->health(); !h.ok()) return h;
+  }
+  format::PoolState next;
+  {
+    MutexLock l(&journal_mu_);
+    next = state_;
+  }
+  next.data_blocks = new_blocks;
+  next.uninit_begin = begin;
+  next.uninit_end = end;
+  Transaction txn;
+  txn.PutState(next);
+  bool done = false;
+  absl::Status s;
+  {
+    // The state image in this transaction is the whole record, pending marks included
+    // (state_ holds them), so whatever state_dirty_ promised is committed with it.
+    MutexLock l(&journal_mu_);
+    s = journal_->Commit(txn, &done);
+    if (done) {
+      state_ = next;
+      state_dirty_ = false;
+    }
+  }
+  if (done) {
+    grown_.store(true);
+    counters_.journal_commits.fetch_add(1, std::memory_order_relaxed);
+    // The range as committed, so a later NoteStateChanged does not write the old one
+    // back (this pool allocates only from its old blocks, see pool.h).
+    guard_.Init(begin, end, alloc_.free_runs());
+  }
+  return s;
 }
 
 absl::Status Pool::Commit(const Transaction& txn, bool* committed) {

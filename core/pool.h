@@ -117,6 +117,15 @@ class Pool {
   Counters counters() const;
   absl::Status Close();
 
+  // GrowPool's commit (wal_directory.h): the data area becomes `new_blocks` blocks, in
+  // one journaled commit of the state record, after the new blocks were zeroed or put
+  // in the uninitialised range. InvalidArgument, with nothing written, when new_blocks
+  // is not above the current count or does not fit in the region. The open pool keeps
+  // allocating from its old size (its geometry is fixed at Open), so after a grow it
+  // refuses every change (Writable): only reads and Close are left, and the next Open
+  // uses the new size.
+  absl::Status GrowDataArea(uint64_t new_blocks);
+
  private:
   struct Inode {
     format::InodeRecord rec{};  // the image the next commit writes (see lock rules)
@@ -221,7 +230,8 @@ class Pool {
   Pool(std::unique_ptr<PersistentRegion> region, const format::Superblock& sb,
        const OpenOptions& options);
 
-  absl::Status Load(const Journal::ReplayResult& replay);
+  // `state`: the state record as Open read and checked it (through the journal).
+  absl::Status Load(const Journal::ReplayResult& replay, const format::PoolState& state);
   absl::Status LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status LoadDirents(const absl::flat_hash_map<uint64_t, const char*>& overlay);
   absl::Status CheckTree();
@@ -274,6 +284,15 @@ class Pool {
   // Copies the marks (inode_high_, dirent_high_, guard_'s range) into state_ for the
   // next commit to write.
   void NoteStateChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
+  // Free blocks a file may take now: all of them for a segment, those outside the
+  // reserve (ReservedBlocks, wal_directory.h) for anything else.
+  uint64_t UsableBlocks(bool segment) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_) {
+    const uint64_t free = alloc_.free_blocks();
+    return segment ? free : free - std::min(free, reserve_blocks_);
+  }
+  // ", the last N blocks (...) being reserved for WAL segments" when only the reserve
+  // stood in the way of an allocation, for the ENOSPC message; else "".
+  std::string ReserveNote() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
   // Gives `r` blocks until its extents cover `bytes`; ENOSPC/EFBIG when impossible (then
   // `r` and the allocator are as before). New blocks are appended to `taken`. Files
   // other than segments may get up to twice what they need (TrimBlocks gives the rest
@@ -324,6 +343,9 @@ class Pool {
   const DurabilityMode mode_;
   const bool read_only_;
   const bool zero_elision_;
+  const uint64_t reserve_blocks_;  // ReservedBlocks(sb_)
+  // GrowDataArea committed a new size: changes are refused until the pool is reopened.
+  std::atomic<bool> grown_{false};
 
   Mutex ns_mu_;
   mutable Mutex mu_ ABSL_ACQUIRED_AFTER(ns_mu_);

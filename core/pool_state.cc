@@ -20,7 +20,8 @@ bool AllZero(const char* p, size_t n) {
 
 }  // namespace
 
-std::string PoolStateError(const format::PoolState& state, const format::Superblock& sb) {
+std::string PoolStateError(const format::PoolState& state, const format::Superblock& sb,
+                           uint64_t region_size) {
   const uint32_t crc = RecordCrc(&state, sizeof(state));
   if (state.magic != format::kStateMagic) {
     return AllZero(reinterpret_cast<const char*>(&state), sizeof(state))
@@ -42,11 +43,33 @@ std::string PoolStateError(const format::PoolState& state, const format::Superbl
     return absl::StrCat("dirent_high ", state.dirent_high, " exceeds the ", sb.dirent_count,
                         " dirent slots");
   }
-  if (state.uninit_begin > state.uninit_end || state.uninit_end > sb.data_blocks) {
+  // The data area: at least what mkfs made, and within the region (a grown pool whose
+  // file was cut back by hand is refused here, not read past its end).
+  uint64_t data_bytes, data_end;
+  if (state.data_blocks < sb.data_blocks) {
+    return absl::StrCat("data_blocks ", state.data_blocks,
+                        " is below the superblock's ", sb.data_blocks);
+  }
+  if (__builtin_mul_overflow(state.data_blocks, kBlockSize, &data_bytes) ||
+      __builtin_add_overflow(sb.data_offset, data_bytes, &data_end) ||
+      data_end > region_size) {
+    return absl::StrCat("data area of ", state.data_blocks, " blocks at offset ",
+                        sb.data_offset, " does not fit in the region of ", region_size,
+                        " bytes (a grown pool's file cut back?)");
+  }
+  if (state.uninit_begin > state.uninit_end || state.uninit_end > state.data_blocks) {
     return absl::StrCat("uninitialised range [", state.uninit_begin, ", ", state.uninit_end,
-                        ") is not within the ", sb.data_blocks, " data blocks");
+                        ") is not within the ", state.data_blocks, " data blocks");
   }
   return "";
+}
+
+format::Superblock CurrentGeometry(const format::Superblock& sb,
+                                   const format::PoolState& state) {
+  format::Superblock cur = sb;
+  cur.data_blocks = state.data_blocks;
+  cur.capacity = sb.data_offset + state.data_blocks * kBlockSize;
+  return cur;
 }
 
 void SealPoolState(format::PoolState* state) {
@@ -60,6 +83,7 @@ format::PoolState InitialPoolState(const format::Superblock& sb, bool data_is_ze
   s.dirent_high = 0;
   s.uninit_begin = 0;
   s.uninit_end = data_is_zero ? 0 : sb.data_blocks;
+  s.data_blocks = sb.data_blocks;
   SealPoolState(&s);
   return s;
 }

@@ -26,9 +26,16 @@
 
 namespace walfs::core {
 
-// Empty when `state` (crc included) is valid for the pool `sb` describes; else why not.
-// The record is untrusted input: every field is checked against the geometry.
-std::string PoolStateError(const format::PoolState& state, const format::Superblock& sb);
+// Empty when `state` (crc included) is valid for the pool `sb` describes in a region of
+// `region_size` bytes; else why not. The record is untrusted input: every field is
+// checked against the geometry, and the data area it gives must fit in the region.
+std::string PoolStateError(const format::PoolState& state, const format::Superblock& sb,
+                           uint64_t region_size);
+
+// The pool's current geometry: `sb` with data_blocks and capacity as `state` (valid for
+// it) says, which differ from what mkfs wrote once the pool was grown (format.h).
+format::Superblock CurrentGeometry(const format::Superblock& sb,
+                                   const format::PoolState& state);
 
 // The state mkfs writes: tables initialised up to the root, and the whole data area
 // uninitialised unless `data_is_zero`. crc set.

@@ -1,6 +1,8 @@
 // WalDirectory: the public face of Pool.
 #include "core/wal_directory.h"
 
+#include <algorithm>
+
 #include "core/pool.h"
 
 namespace walfs::core {
@@ -96,5 +98,36 @@ absl::Status WalDirectory::ReleaseLease(InodeId ino) { return pool_->ReleaseLeas
 
 Counters WalDirectory::counters() const { return pool_->counters(); }
 absl::Status WalDirectory::Close() { return pool_->Close(); }
+
+uint64_t ReservedBlocks(const format::Superblock& sb) {
+  return std::min(kReserveSegments * (sb.segment_size / format::kBlockSize),
+                  sb.data_blocks / 4);
+}
+
+absl::StatusOr<GrowResult> WalDirectory::Grow(uint64_t new_capacity) {
+  const format::Superblock& sb = pool_->superblock();
+  GrowResult r;
+  r.old_blocks = sb.data_blocks;
+  r.old_capacity = sb.capacity;
+  r.new_blocks = new_capacity > sb.data_offset
+                     ? (new_capacity - sb.data_offset) / format::kBlockSize
+                     : 0;
+  r.new_capacity = sb.data_offset + r.new_blocks * format::kBlockSize;
+  absl::Status s = pool_->GrowDataArea(r.new_blocks);
+  if (!s.ok()) return s;
+  return r;
+}
+
+absl::StatusOr<GrowResult> GrowPool(std::unique_ptr<PersistentRegion> region,
+                                    uint64_t new_capacity) {
+  auto dir = WalDirectory::Open(std::move(region));
+  if (!dir.ok()) return dir.status();
+  absl::StatusOr<GrowResult> r = (*dir)->Grow(new_capacity);
+  // Closed whatever happened: a pool that opened is not left to a destructor.
+  absl::Status closed = (*dir)->Close();
+  if (!r.ok()) return r.status();
+  if (!closed.ok()) return closed;
+  return r;
+}
 
 }  // namespace walfs::core

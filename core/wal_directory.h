@@ -92,10 +92,35 @@ struct DirEntry {
   uint64_t next_cookie;  // pass to Readdir to continue after this entry
 };
 
+// The reserve: the last free blocks of a pool, which only WAL segments (files created
+// with a segment name or as xlogtemp.*, which get a segment extent) may take, as ext4
+// keeps reserved blocks for root. Other files (archive_status, history, temporary
+// files) get ENOSPC when only the reserve is left, so a checkpoint or crash recovery
+// after a space shortage can still create the segments it needs. Derived, not stored:
+// two segments, at most a quarter of the data area (so a tiny test pool stays usable).
+inline constexpr uint64_t kReserveSegments = 2;
+uint64_t ReservedBlocks(const format::Superblock& sb);
+
+// Sizing (README "Sizing a pool"). A PostgreSQL cluster keeps up to max_wal_size of WAL
+// between checkpoints (a soft limit, passed under bursts until the checkpoint ends) plus
+// wal_keep_size for standbys; on top of that come the segment being written, the next
+// one being installed and one being recycled (kHeadroomSegments) and the reserve. So the
+// data area a cluster needs is
+//   max_wal_size + wal_keep_size + (kHeadroomSegments + kReserveSegments) * segment size.
+// (Replication slots and a failing archive_command can hold more: size for them too.)
+inline constexpr uint64_t kHeadroomSegments = 3;
+uint64_t WalDataBytes(uint64_t max_wal_size, uint64_t wal_keep_size, uint64_t segment_size);
+// The largest max_wal_size, in whole segments, that a data area of `data_bytes` holds by
+// that rule with this wal_keep_size; 0 when not even the headroom fits.
+uint64_t MaxWalSizeFor(uint64_t data_bytes, uint64_t wal_keep_size, uint64_t segment_size);
+
 struct FsStats {
   uint64_t block_size = 0;
   uint64_t total_blocks = 0;
   uint64_t free_blocks = 0;  // exact: blocks not owned by any inode
+  // Of free_blocks, those only WAL segments may take (ReservedBlocks): statfs's f_bavail
+  // is free_blocks minus these (f_bfree stays free_blocks).
+  uint64_t reserved_blocks = 0;
   uint64_t total_inodes = 0;
   uint64_t free_inodes = 0;
   uint32_t name_max = format::kMaxNameLength;
@@ -148,6 +173,14 @@ enum RenameFlags : uint32_t {
 
 enum FallocateFlags : uint32_t {
   kFallocateKeepSize = 1u << 0,  // FALLOC_FL_KEEP_SIZE
+};
+
+// What GrowPool did, in data blocks (kBlockSize each).
+struct GrowResult {
+  uint64_t old_blocks = 0;
+  uint64_t new_blocks = 0;
+  uint64_t old_capacity = 0;  // bytes covered by the layout, before and after
+  uint64_t new_capacity = 0;
 };
 
 class WalDirectory {
@@ -249,6 +282,11 @@ class WalDirectory {
   // Persists everything pending and reclaims unreferenced orphans (clean unmount).
   absl::Status Close();
 
+  // GrowPool's work on this open pool (see there). After it succeeds the pool refuses
+  // every change (EROFS, "close and reopen"): its allocator still has the old size, and
+  // the next Open uses the new one. Reads and Close work as before.
+  absl::StatusOr<GrowResult> Grow(uint64_t new_capacity);
+
  private:
   explicit WalDirectory(std::unique_ptr<Pool> pool);
   std::unique_ptr<Pool> pool_;
@@ -278,6 +316,31 @@ absl::Status FormatPool(PersistentRegion& region, const FormatOptions& options);
 // with the reason when the sizes cannot work).
 absl::StatusOr<format::Superblock> ComputeLayout(uint64_t capacity,
                                                  const FormatOptions& options);
+
+
+// Grows the pool on `region` (walfsctl grow) to `new_capacity` bytes, rounded down to a
+// whole block: the data area is extended to end there, every file is kept. Opens the
+// pool, WalDirectory::Grow, closes it. Offline: the
+// region must not be served by anyone else (the caller holds the pool's lock), and the
+// caller has already made the region that big (the bytes past the old capacity may hold
+// anything: they are zeroed, or recorded as uninitialised, before the new size is
+// committed).
+//
+// Crash-consistent: the pool is opened (so a pending journal is replayed and a crashed
+// operation recovered first), then the new size is committed in one journal
+// transaction of the state record (format.h, PoolState::data_blocks). A power cut before
+// that commit point leaves the old pool in a bigger region, which opens as before; after
+// it, the grown one. Nothing else is written but zeros past the old capacity.
+//
+// InvalidArgument, with nothing changed, when new_capacity does not add a whole block or
+// does not fit in the region; the pool's own errors (not a pool, damaged) as Open gives
+// them.
+absl::StatusOr<GrowResult> GrowPool(std::unique_ptr<PersistentRegion> region,
+                                    uint64_t new_capacity);
+
+// The smallest pool size, in whole MiB, whose layout (ComputeLayout with `options`) has
+// a data area of at least `data_bytes`.
+absl::StatusOr<uint64_t> PoolSizeFor(uint64_t data_bytes, const FormatOptions& options);
 
 // Checks a superblock's magic, version, crc and geometry against a region size; the
 // error says which field is wrong.

@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -709,7 +710,9 @@ void WalfsStatfs(fuse_req_t req, fuse_ino_t ino) {
   st.f_frsize = s.block_size;
   st.f_blocks = s.total_blocks;
   st.f_bfree = s.free_blocks;
-  st.f_bavail = s.free_blocks;  // nothing is reserved for root
+  // The reserve is for WAL segments, not for root (core/wal_directory.h): df's "Avail"
+  // is what any other file can still get, as with ext4's reserved blocks.
+  st.f_bavail = s.free_blocks - std::min(s.free_blocks, s.reserved_blocks);
   st.f_files = s.total_inodes;
   st.f_ffree = s.free_inodes;
   st.f_favail = s.free_inodes;

@@ -65,6 +65,7 @@ std::string StatusJson(const DaemonStatus& s) {
   j.Num("block_size", s.stats.block_size);
   j.Num("total_blocks", s.stats.total_blocks);
   j.Num("free_blocks", s.stats.free_blocks);
+  j.Num("reserved_blocks", s.stats.reserved_blocks);
   j.Num("total_inodes", s.stats.total_inodes);
   j.Num("free_inodes", s.stats.free_inodes);
   const core::Counters& c = s.counters;

@@ -42,9 +42,17 @@ constexpr char kUsage[] =
     "Creates a walfs pool in POOL: a file (created with mode 0600 when missing) or a\n"
     "device-DAX character device.\n"
     "\n"
-    "  -s, --size SIZE          pool size; required when POOL does not exist. On an\n"
-    "                           existing regular file, resizes it to SIZE. Not allowed on\n"
-    "                           a device (its whole size is used).\n"
+    "  -s, --size SIZE          pool size; required when POOL does not exist, unless\n"
+    "                           --max-wal-size is given (then the pool is sized for it).\n"
+    "                           On an existing regular file, resizes it to SIZE. Not\n"
+    "                           allowed on a device (its whole size is used).\n"
+    "      --max-wal-size SIZE  the cluster's max_wal_size (default 1G, PostgreSQL's)\n"
+    "      --wal-keep-size SIZE the cluster's wal_keep_size (default 0, PostgreSQL's)\n"
+    "                           A pool whose data area is smaller than max_wal_size +\n"
+    "                           wal_keep_size + 5 segments (3 in flight, 2 reserved) is\n"
+    "                           made with a warning giving the size it needs and the\n"
+    "                           max_wal_size it fits; one that cannot hold two segments\n"
+    "                           is refused.\n"
     "  -S, --segment-size SIZE  extent given to each WAL segment file: a power of two\n"
     "                           from 1M to 1G (default 16M); match initdb --wal-segsize\n"
     "  -i, --inodes N           inode table size (default: one per 64 KiB, at least 64)\n"
@@ -187,7 +195,61 @@ struct Args {
   bool force = false;
   bool zero = false;
   bool quiet = false;
+  // PostgreSQL 15's defaults; given explicitly, --max-wal-size also sizes a new pool.
+  uint64_t max_wal_size = uint64_t{1} << 30;
+  uint64_t wal_keep_size = 0;
+  bool max_wal_size_given = false;
 };
+
+// Refuses a data area PostgreSQL cannot run in (its WAL needs at least two segments:
+// min_wal_size and max_wal_size are at least that), and warns, with the numbers, when it
+// is smaller than the sizing rule (core/wal_directory.h, README "Sizing a pool") asks for
+// these settings. Returns false when refused (the message is printed).
+bool CheckSize(const Args& args, const f::Superblock& layout, const core::FormatOptions& opts) {
+  const uint64_t data = layout.data_blocks * f::kBlockSize;
+  const uint64_t seg = layout.segment_size;
+  if (data < 2 * seg) {
+    std::fprintf(stderr,
+                 "%s: a pool of %s is too small for PostgreSQL: its data area (%s) cannot hold "
+                 "two WAL segments of %s, the least a cluster's WAL needs; make it at least "
+                 "%s (that fits max_wal_size = %lluMB with wal_keep_size 0)\n",
+                 kProgram, HumanBytes(layout.capacity).c_str(), HumanBytes(data).c_str(),
+                 HumanBytes(seg).c_str(),
+                 HumanBytes(core::PoolSizeFor(core::WalDataBytes(2 * seg, 0, seg), opts)
+                                .value_or(0))
+                     .c_str(),
+                 static_cast<unsigned long long>((2 * seg) >> 20));
+    return false;
+  }
+  const uint64_t need = core::WalDataBytes(args.max_wal_size, args.wal_keep_size, seg);
+  if (data < need) {
+    const uint64_t fits = core::MaxWalSizeFor(data, args.wal_keep_size, seg);
+    std::fprintf(
+        stderr,
+        "%s: warning: a pool of %s (data area %s) is smaller than a cluster with max_wal_size "
+        "%lluMB and wal_keep_size %lluMB needs: %s (max_wal_size + wal_keep_size + %llu "
+        "segments of %s: %llu in flight, %llu reserved). A full pool stops the cluster. Make "
+        "the pool %s (--size %lluM, or walfsctl grow later)%s\n",
+        kProgram, HumanBytes(layout.capacity).c_str(), HumanBytes(data).c_str(),
+        static_cast<unsigned long long>(args.max_wal_size >> 20),
+        static_cast<unsigned long long>(args.wal_keep_size >> 20), HumanBytes(need).c_str(),
+        static_cast<unsigned long long>(core::kHeadroomSegments + core::kReserveSegments),
+        HumanBytes(seg).c_str(), static_cast<unsigned long long>(core::kHeadroomSegments),
+        static_cast<unsigned long long>(core::kReserveSegments),
+        HumanBytes(core::PoolSizeFor(need, opts).value_or(0)).c_str(),
+        static_cast<unsigned long long>(core::PoolSizeFor(need, opts).value_or(0) >> 20),
+        fits >= 2 * seg
+            ? absl::StrCat(", or set max_wal_size = ", fits >> 20,
+                           "MB (at most) in postgresql.conf")
+                  .c_str()
+            : absl::StrCat("; at this size it does not fit even PostgreSQL's smallest "
+                           "max_wal_size (",
+                           (2 * seg) >> 20, "MB) with wal_keep_size ",
+                           args.wal_keep_size >> 20, "MB")
+                  .c_str());
+  }
+  return true;
+}
 
 int Run(int argc, char** argv) {
   static const option kOptions[] = {
@@ -198,6 +260,8 @@ int Run(int argc, char** argv) {
       {"force", no_argument, nullptr, 'f'},
       {"zero", no_argument, nullptr, 'z'},
       {"quiet", no_argument, nullptr, 'q'},
+      {"max-wal-size", required_argument, nullptr, 'M'},
+      {"wal-keep-size", required_argument, nullptr, 'K'},
       {"help", no_argument, nullptr, 'h'},
       {"version", no_argument, nullptr, 'V'},
       {nullptr, 0, nullptr, 0},
@@ -237,6 +301,19 @@ int Run(int argc, char** argv) {
         }
         break;
       }
+      case 'M':
+      case 'K': {
+        const char* name = c == 'M' ? "--max-wal-size" : "--wal-keep-size";
+        absl::StatusOr<uint64_t> v = core::ParseByteSize(optarg);
+        if (!v.ok()) return UsageError(absl::StrCat(name, ": ", v.status().message()));
+        if (c == 'M') {
+          args.max_wal_size = *v;
+          args.max_wal_size_given = true;
+        } else {
+          args.wal_keep_size = *v;
+        }
+        break;
+      }
       case 'f': args.force = true; break;
       case 'z': args.zero = true; break;
       case 'q': args.quiet = true; break;
@@ -259,11 +336,26 @@ int Run(int argc, char** argv) {
   format_options.root_uid = args.owner ? args.owner->first : getuid();
   format_options.root_gid = args.owner ? args.owner->second : getgid();
 
+  // Sized for the cluster's settings (README "Sizing a pool") when no size is given.
+  const auto size_for_wal = [&]() -> absl::StatusOr<uint64_t> {
+    return core::PoolSizeFor(
+        core::WalDataBytes(args.max_wal_size, args.wal_keep_size, args.segment_size),
+        format_options);
+  };
   struct stat st;
   bool create = false;
   if (stat(args.pool.c_str(), &st) != 0) {
     if (errno != ENOENT) return Fail(absl::StrCat("cannot stat ", args.pool, ": ", strerror(errno)));
-    if (!args.size) return UsageError(absl::StrCat(args.pool, " does not exist: --size is required"));
+    if (!args.size && args.max_wal_size_given) {
+      absl::StatusOr<uint64_t> sized = size_for_wal();
+      if (!sized.ok()) return Fail(std::string(sized.status().message()));
+      args.size = *sized;
+    }
+    if (!args.size) {
+      return UsageError(absl::StrCat(args.pool,
+                                     " does not exist: --size is required (or --max-wal-size, to size "
+                                     "it for the cluster)"));
+    }
     create = true;
   } else if (S_ISCHR(st.st_mode)) {
     if (args.size) return UsageError("--size cannot be used on a device: its whole size is used");
@@ -303,6 +395,7 @@ int Run(int argc, char** argv) {
       return Fail(absl::StrCat("cannot lay out a pool of ", *args.size,
                                " bytes: ", layout.status().message()));
     }
+    if (!CheckSize(args, *layout, format_options)) return kExitFailure;
     if (create || static_cast<uint64_t>(st.st_size) < *args.size) {
       const std::string dir = ParentDirectory(args.pool);
       struct statvfs vfs;
@@ -342,6 +435,9 @@ int Run(int argc, char** argv) {
     if (create) unlink(args.pool.c_str());
     return Fail(absl::StrCat("cannot lay out a pool in ", args.pool, ": ",
                              layout.status().message()));
+  } else if (!args.size && !CheckSize(args, *layout, format_options)) {
+    // A device or an existing file used at its size (a --size was checked above).
+    return kExitFailure;
   }
 
   // A file this run created (or grew from empty) reads as zeros already: its data area
@@ -380,6 +476,15 @@ int Run(int argc, char** argv) {
                 static_cast<unsigned long long>(sb.data_blocks),
                 static_cast<unsigned long long>(sb.block_size),
                 HumanBytes(sb.data_blocks * sb.block_size).c_str());
+    std::printf("  reserve       %s (only WAL segments may use it)\n",
+                HumanBytes(core::ReservedBlocks(sb) * f::kBlockSize).c_str());
+    // Machine-read by tools/quickstart.sh: keep "max_wal_size = <N>MB".
+    std::printf("  fits          max_wal_size = %lluMB with wal_keep_size = %lluMB\n",
+                static_cast<unsigned long long>(
+                    core::MaxWalSizeFor(sb.data_blocks * f::kBlockSize, args.wal_keep_size,
+                                        sb.segment_size) >>
+                    20),
+                static_cast<unsigned long long>(args.wal_keep_size >> 20));
     std::printf("  uuid          %s\n", core::FormatUuid(sb.uuid).c_str());
   }
   return 0;

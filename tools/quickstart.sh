@@ -19,7 +19,10 @@
 #   --cluster NAME   the cluster's name (default quickstart): data in
 #                    /var/lib/postgresql/15/NAME, settings in /etc/postgresql/15/NAME, the
 #                    mount at /var/lib/postgresql/15/NAME-wal
-#   --size SIZE      pool size for a new pool (default 1G; mkfs.walfs syntax)
+#   --size SIZE      pool size for a new pool (mkfs.walfs syntax). Default: what a
+#                    cluster with PostgreSQL's default max_wal_size (1GB) needs (README
+#                    "Sizing a pool", about 1.1 GiB). With a smaller SIZE, the new
+#                    cluster's max_wal_size is set to what the pool fits
 #   --seconds N      pgbench duration (default 10; 0 skips pgbench)
 #   --scale N        pgbench scale (default 10)
 #   --build-dir DIR  CMake build directory (default ./build)
@@ -38,7 +41,7 @@ PG_VERSION=15
 PG_BIN=/usr/lib/postgresql/$PG_VERSION/bin
 DIR=/var/lib/walfs
 CLUSTER=quickstart
-SIZE=1G
+SIZE=
 SECONDS_BENCH=10
 SCALE=10
 BUILD_DIR=$SRC/build
@@ -205,8 +208,20 @@ mkdir -p "$RUN"
 if [ -e "$POOL" ]; then
   say "reusing pool $POOL"
 else
-  say "creating a $SIZE pool at $POOL"
-  "$MKFS" --size "$SIZE" --owner postgres:postgres "$POOL" || die "mkfs.walfs failed"
+  # Sized for the cluster (README "Sizing a pool"): by default for PostgreSQL's
+  # max_wal_size; with --size, the cluster's max_wal_size follows the pool (below).
+  if [ -n "$SIZE" ]; then
+    say "creating a $SIZE pool at $POOL"
+    "$MKFS" --size "$SIZE" --owner postgres:postgres "$POOL" >"$RUN/mkfs.log" ||
+      die "mkfs.walfs failed"
+  else
+    say "creating a pool at $POOL sized for max_wal_size = 1GB (PostgreSQL's default)"
+    "$MKFS" --max-wal-size 1GB --owner postgres:postgres "$POOL" >"$RUN/mkfs.log" ||
+      die "mkfs.walfs failed"
+  fi
+  cat "$RUN/mkfs.log"
+  # What the pool fits, for the cluster made below ("fits  max_wal_size = NMB ...").
+  sed -n 's/.*fits *max_wal_size = \([0-9]*\)MB.*/\1/p' "$RUN/mkfs.log" >"$RUN/max_wal_size"
 fi
 install -d -o postgres -g postgres -m 0700 "$MNT"
 
@@ -233,7 +248,17 @@ if cluster_exists; then
   say "reusing the cluster $PG_VERSION/$CLUSTER"
 else
   say "creating the cluster $PG_VERSION/$CLUSTER (pg_createcluster) with pg_wal on $MNT"
-  pg_createcluster "$PG_VERSION" "$CLUSTER" -- --waldir="$MNT/pg_wal" >"$RUN/pg_createcluster.log" 2>&1 ||
+  # A pool smaller than PostgreSQL's max_wal_size (1GB) needs a smaller one, or the
+  # WAL fills it and the cluster stops (README "Sizing a pool").
+  WAL_OPTS=()
+  fits=$(cat "$RUN/max_wal_size" 2>/dev/null || true)
+  if [[ $fits =~ ^[0-9]+$ ]] && ((fits < 1024)); then
+    ((fits >= 32)) || die "the pool $POOL is too small for a cluster (it fits max_wal_size ${fits}MB); make it bigger with --size"
+    WAL_OPTS=(-o "max_wal_size=${fits}MB" -o "min_wal_size=$((fits < 80 ? 32 : 80))MB")
+    say "the pool fits max_wal_size = ${fits}MB: the cluster gets that, not PostgreSQL's 1GB"
+  fi
+  pg_createcluster "$PG_VERSION" "$CLUSTER" "${WAL_OPTS[@]}" -- --waldir="$MNT/pg_wal" \
+    >"$RUN/pg_createcluster.log" 2>&1 ||
     { cat "$RUN/pg_createcluster.log" >&2; die "pg_createcluster failed"; }
 fi
 # Direct access needs pmem mode: only there is a store the server persists itself

@@ -123,6 +123,9 @@ std::string RenderPrometheus(const StatusDoc& doc) {
   e.Sample("walfs_pool_size_bytes", "gauge", "Data area of the pool.", Times(total, block));
   e.Sample("walfs_pool_free_bytes", "gauge", "Free space in the pool, as statfs reports it.",
            Times(free, block));
+  e.Sample("walfs_pool_reserved_bytes", "gauge",
+           "Part of the free space only WAL segments may take (statfs f_bfree - f_bavail).",
+           Times(Num(doc, "reserved_blocks"), block));
   if (total && free && *total > 0 && *free <= *total) {
     e.Sample("walfs_pool_used_ratio", "gauge", "Used fraction of the pool's data area (0..1).",
              static_cast<double>(*total - *free) / static_cast<double>(*total));
@@ -242,7 +245,7 @@ const std::set<std::string, std::less<>>& ShownKeys() {
   static const std::set<std::string, std::less<>> kKeys = {
       "version", "pool", "mountpoint", "pid", "mode", "region", "durability",
       "fsync_shortcut", "read_only", "threads", "segment_size", "block_size",
-      "total_blocks", "free_blocks", "total_inodes", "free_inodes", "writes", "write_bytes",
+      "total_blocks", "free_blocks", "reserved_blocks", "total_inodes", "free_inodes", "writes", "write_bytes",
       "reads", "read_bytes", "fsyncs", "fsyncdirs", "sync_writes", "journal_commits",
       "journal_replays", "orphans_reclaimed", "zeroed_blocks", "fuse_fsync", "fuse_fsyncdir",
       "fuse_flush", "leases_granted", "leases_released", "leases_active", "leases_refused",
@@ -282,12 +285,18 @@ std::string RenderHuman(const StatusDoc& doc, const std::string& mountpoint) {
   if (block && total && free && *free <= *total && *total > 0) {
     const uint64_t size = *total * *block, avail = *free * *block;
     const auto mark = Num(doc, "usage_warning_level");
+    const auto reserved = Num(doc, "reserved_blocks");
     absl::StrAppend(&out,
-                    Line("space", absl::StrFormat("%s used of %s (%.1f%%), %s free%s",
+                    Line("space", absl::StrFormat("%s used of %s (%.1f%%), %s free%s%s",
                                                   HumanBytes(size - avail), HumanBytes(size),
                                                   100.0 * static_cast<double>(size - avail) /
                                                       static_cast<double>(size),
                                                   HumanBytes(avail),
+                                                  reserved && *reserved > 0
+                                                      ? absl::StrCat(
+                                                            " (", HumanBytes(*reserved * *block),
+                                                            " of it reserved for WAL segments)")
+                                                      : "",
                                                   mark && *mark > 0
                                                       ? absl::StrCat(", PAST THE ", *mark,
                                                                      "% MARK")

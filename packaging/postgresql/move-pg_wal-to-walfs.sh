@@ -27,8 +27,12 @@
 # the cluster.
 #
 # SIZE (e.g. 4G) must hold everything pg_wal can grow to: max_wal_size, plus
-# wal_keep_size, plus segments held by replication slots or a failing archive_command,
-# plus a few segments. Twice max_wal_size is a reasonable start.
+# wal_keep_size, plus 5 segments (3 in flight, 2 reserved for segments: README "Sizing
+# a pool"), plus segments held by replication slots or a failing archive_command.
+# SIZE "auto" sizes the pool by that rule from the cluster's own max_wal_size and
+# wal_keep_size (read with postgres -C); an explicit SIZE smaller than the rule asks
+# for is used, with mkfs.walfs's warning giving the size needed and the max_wal_size
+# the pool fits.
 #
 # Environment: PG_BIN (default /usr/lib/postgresql/VERSION/bin) for pg_ctl and
 # pg_controldata; walfs and mkfs.walfs are taken from PATH (/usr/sbin when installed).
@@ -47,9 +51,10 @@ usage() {
 usage: $me PGDATA POOL MOUNTPOINT SIZE
 
 Moves the WAL of the stopped PostgreSQL cluster in PGDATA onto a new walfs pool
-POOL of SIZE (as mkfs.walfs --size reads it: 4G = 4GB = 4GiB), mounted at
-MOUNTPOINT. PGDATA/pg_wal becomes a symlink to MOUNTPOINT/pg_wal; the old directory
-is kept as PGDATA/pg_wal.pre-walfs.
+POOL of SIZE (as mkfs.walfs --size reads it: 4G = 4GB = 4GiB; or auto: sized from
+the cluster's max_wal_size and wal_keep_size), mounted at MOUNTPOINT. PGDATA/pg_wal
+becomes a symlink to MOUNTPOINT/pg_wal; the old directory is kept as
+PGDATA/pg_wal.pre-walfs.
 EOF
 }
 
@@ -108,6 +113,18 @@ case $state in
 esac
 segsize=$("$pg_bin/pg_controldata" "$pgdata" | sed -n 's/^Bytes per WAL segment: *//p')
 [[ $segsize =~ ^[0-9]+$ ]] || die "could not read the WAL segment size from pg_controldata"
+# The cluster's WAL settings, for the pool's size (postgres -C reads the configuration
+# as the server would, defaults included, and prints MB for these two). A Debian
+# cluster's configuration is in /etc/postgresql/VERSION/NAME.
+confdir=$pgdata
+if [ -n "$cluster" ] && [ -f "/etc/postgresql/$version/$cluster/postgresql.conf" ]; then
+  confdir=/etc/postgresql/$version/$cluster
+fi
+guc() { as_owner "$pg_bin/postgres" -D "$confdir" -C "$1" 2>/dev/null || true; }
+max_wal_mb=$(guc max_wal_size)
+keep_mb=$(guc wal_keep_size)
+[[ $max_wal_mb =~ ^[0-9]+$ && $keep_mb =~ ^[0-9]+$ ]] ||
+  die "could not read max_wal_size and wal_keep_size (postgres -C -D $confdir gave '$max_wal_mb', '$keep_mb')"
 
 [ ! -e "$pool" ] || die "$pool exists: refusing to overwrite it (choose another path, or remove it yourself)"
 pool_dir=$(dirname "$pool")
@@ -123,8 +140,14 @@ case "$(realpath -m "$mnt")/" in
 esac
 
 # --- 2. pool
-say "creating pool $pool ($size, WAL segment size $segsize)"
-mkfs.walfs --size "$size" --segment-size "$segsize" "$pool" >&2
+sizing=(--max-wal-size "${max_wal_mb}M" --wal-keep-size "${keep_mb}M" --segment-size "$segsize")
+if [ "$size" = auto ]; then
+  say "creating pool $pool sized for max_wal_size ${max_wal_mb}MB, wal_keep_size ${keep_mb}MB, WAL segment size $segsize"
+  mkfs.walfs "${sizing[@]}" "$pool" >&2
+else
+  say "creating pool $pool ($size, WAL segment size $segsize)"
+  mkfs.walfs --size "$size" "${sizing[@]}" "$pool" >&2
+fi
 chown "$owner:$group" "$pool"
 chmod 0600 "$pool"
 

@@ -864,6 +864,25 @@ std::map<std::string, std::vector<Step>> Scenarios() {
                 Rename("/archive_status/1.ready", "/archive_status/1.done"),
                 FsyncDir("/archive_status")},
                {Write(s2, 0, Pattern(4096, 'y'), true), Link(s2, "/hl"), Unlink("/hl")})};
+  // A burst of metadata commits with no fsync of their own: in msync mode each commit is
+  // one msync of a journal slot, and the home records of the earlier ones are carried in
+  // every later transaction (core/journal.h), so a torn slot write must fall back to the
+  // other slot with all of them. Enough creates that the carried images pass the carry
+  // limit mid-burst (one msync of their span, then the slot write).
+  {
+    std::vector<Step> burst = {Mkdir("/archive_status")};
+    for (int i = 0; i < 12; ++i) {
+      burst.push_back(Create(absl::StrCat("/archive_status/", i, ".ready")));
+    }
+    for (int i = 0; i < 12; i += 3) {
+      burst.push_back(Rename(absl::StrCat("/archive_status/", i, ".ready"),
+                             absl::StrCat("/archive_status/", i, ".done")));
+      burst.push_back(Unlink(absl::StrCat("/archive_status/", i + 1, ".ready")));
+    }
+    burst.push_back(Create("/xlogtemp.3"));
+    burst.push_back(Rename("/xlogtemp.3", s3));
+    s["metadata_burst_carried_images"] = std::move(burst);
+  }
   // After mkfs --force over a used pool (see the top of this file): fresh inode and
   // dirent slots over old records, a segment and a small file from the uninitialised
   // range's two ends. One segment only: in msync mode its zeroing leaves every page of

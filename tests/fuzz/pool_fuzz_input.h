@@ -153,12 +153,15 @@ inline void Seal(std::string& image, const core::format::Superblock& sb, uint64_
   };
   seal_table(sb.inode_table_offset, sb.inode_count, format::kInodeSize);
   seal_table(sb.dirent_table_offset, sb.dirent_count, format::kDirentSize);
-  if (off < sb.journal_offset + sb.journal_size && end > sb.journal_offset &&
-      sb.journal_offset + sb.journal_size <= image.size()) {
-    char* j = p + sb.journal_offset;
+  // Each journal slot the mutation touched gets its crc recomputed (format.h).
+  const uint64_t slot_size = sb.journal_size / format::kJournalSlots;
+  for (uint64_t s = 0; s < format::kJournalSlots; ++s) {
+    const uint64_t slot = sb.journal_offset + s * slot_size;
+    if (!(off < slot + slot_size && end > slot && slot + slot_size <= image.size())) continue;
+    char* j = p + slot;
     format::JournalHeader h;
     std::memcpy(&h, j, sizeof(h));
-    if (h.magic == format::kJournalMagic && h.payload_bytes <= sb.journal_size - sizeof(h)) {
+    if (h.magic == format::kJournalMagic && h.payload_bytes <= slot_size - sizeof(h)) {
       h.crc = 0;
       std::memcpy(j, &h, sizeof(h));
       h.crc = core::Crc32c(0, j, sizeof(h) + h.payload_bytes);

@@ -52,7 +52,9 @@ grep -Eq '^rename +2 ' <<<"$out" || fail "--latency lacks the 2 renames: $out"
 grep -Eq '^write +[0-9]+ +[0-9.]+ (us|ms) ' <<<"$out" || fail "--latency lacks writes: $out"
 out=$("$WALFSCTL" status "$M")
 grep -q '^  health: *ok$' <<<"$out" || fail "human status: health: $out"
-grep -Eq '^  space: .* used of .* \([0-9.]+%\), .* free$' <<<"$out" || fail "human status: space: $out"
+# The reserve only WAL segments may take (2 of this pool's 1 MiB segments).
+grep -Eq '^  space: .* used of .* \([0-9.]+%\), .* free \(2.00 MiB of it reserved for WAL segments\)$' <<<"$out" ||
+  fail "human status: space: $out"
 grep -q '^  p99 latency: *write ' <<<"$out" || fail "human status: p99 latency: $out"
 
 # --- 2. Prometheus exposition

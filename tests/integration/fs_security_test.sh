@@ -210,10 +210,10 @@ wait "$pid" || fail "daemon exit status $?"
 
 # ---------------------------------------------------------------------------------------
 log "2. pool modes and refusals"
-"$MKFS" --size 32M --owner postgres:postgres "$WORK/owned.pool" >/dev/null || fail "mkfs --owner"
+"$MKFS" --size 48M --owner postgres:postgres "$WORK/owned.pool" >/dev/null || fail "mkfs --owner"
 [ "$(stat -c '%U:%G %a' "$WORK/owned.pool")" = "postgres:postgres 600" ] ||
   fail "mkfs.walfs --owner made $(stat -c '%U:%G %a' "$WORK/owned.pool")"
-(umask 000 && "$MKFS" --size 32M "$WORK/umask.pool" >/dev/null) || fail "mkfs with umask 000"
+(umask 000 && "$MKFS" --size 48M "$WORK/umask.pool" >/dev/null) || fail "mkfs with umask 000"
 [ "$(stat -c %a "$WORK/umask.pool")" = 600 ] ||
   fail "mkfs.walfs under umask 000 made a $(stat -c %a "$WORK/umask.pool") pool"
 mkdir -p "$WORK/refuse"

@@ -9,8 +9,9 @@
 #     every segment has exactly the segment size;
 #   - every commit acknowledged before the pool filled is present after restart;
 #   - `df` on the mount tells the truth at every step: its size/used/avail equal the
-#     daemon's own figures (walfsctl status) and used equals the sum of the blocks the
-#     files hold; when PostgreSQL gives up, avail is below one segment;
+#     daemon's own figures (walfsctl status: avail is free space less the reserve only
+#     WAL segments may take) and used equals the sum of the blocks the files hold; when
+#     PostgreSQL gives up, free space is below one segment;
 #   - once space is freed (a ballast file placed in the pool beforehand is removed) the
 #     cluster recovers and commits again, and fsck.walfs finds the pool clean.
 #
@@ -35,9 +36,10 @@ FILL_TIMEOUT=180
 # read before and after df: a pair that changed in between is read again) and, with the
 # server down, used space is exactly what the files hold. Space of an unlinked file comes
 # back when the kernel forgets the inode (FORGET, just after unlink returns), so the
-# figures are given up to 10 s to settle; the wait is logged. Sets DF_AVAIL (bytes).
+# figures are given up to 10 s to settle; the wait is logged. Sets DF_AVAIL and DF_FREE
+# (bytes: what ordinary files may still take, and all free space, reserve included).
 df_check() {
-  local w=$1 what=$2 mnt=$1/wal size used avail bs total free s1 s2 files reads=0
+  local w=$1 what=$2 mnt=$1/wal size used avail bs total free s1 s2 files reads=0 reserved
   local deadline=$((SECONDS + 10))
   bs=$(pg_walfs_counter "$mnt" block_size)
   total=$(pg_walfs_counter "$mnt" total_blocks)
@@ -46,6 +48,7 @@ df_check() {
     s1=$(pg_walfs_counter "$mnt" free_blocks)
     read -r size used avail < <(df -B1 --output=size,used,avail "$mnt" | tail -n 1)
     s2=$(pg_walfs_counter "$mnt" free_blocks)
+    reserved=$(pg_walfs_counter "$mnt" reserved_blocks)
     files=$(find "$mnt" -xdev -type f -printf '%b\n' | awk '{ s += $1 * 512 } END { print s + 0 }')
     free=$s2
     if ((s1 == s2)) && { [ -n "$(pg_postmaster_pid "$w")" ] || ((files == used)); }; then
@@ -55,16 +58,18 @@ df_check() {
     sleep 0.02
   done
   log "df $what: size=$size used=$used avail=$avail;" \
-    "walfs: total=$((total * bs)) free=$((free * bs)); files hold $files" \
+    "walfs: total=$((total * bs)) free=$((free * bs)) reserved=$((reserved * bs)); files hold $files" \
     "$( ((reads == 1)) || echo "(settled after $reads reads)")"
   ((s1 == s2)) || fail "walfs free space keeps changing with the server down ($what)"
   ((size == total * bs)) || fail "df size $size != walfs total $((total * bs)) ($what)"
-  ((avail == free * bs)) || fail "df avail $avail != walfs free $((free * bs)) ($what)"
+  ((avail == (free - reserved) * bs)) ||
+    fail "df avail $avail != walfs free less the reserve $(((free - reserved) * bs)) ($what)"
   ((used == (total - free) * bs)) || fail "df used $used != walfs used $(((total - free) * bs)) ($what)"
   if [ -z "$(pg_postmaster_pid "$w")" ]; then
     ((files == used)) || fail "files hold $files bytes but df says $used are used ($what)"
   fi
   DF_AVAIL=$avail
+  DF_FREE=$((free * bs))
 }
 
 # fill W: a client inserting ~20 MiB of WAL per statement until the server refuses.
@@ -108,7 +113,7 @@ check_enospc_reaction() {
 }
 
 run_mode() {
-  local mode=$1 w mnt pool seg f size ballast avail_full round2 n
+  local mode=$1 w mnt pool seg f size ballast free_full round2 n
   log "=== mode $mode"
   pg_workdir
   w=$W
@@ -156,14 +161,14 @@ run_mode() {
   done
   log "pg_wal when full: $(pg_segments "$w" | wc -l) segments of $seg bytes, no xlogtemp file"
   df_check "$w" "when PostgreSQL gave up"
-  avail_full=$DF_AVAIL
-  ((avail_full < seg)) || fail "PostgreSQL failed to create a segment but df shows $avail_full bytes free"
+  free_full=$DF_FREE
+  ((free_full < seg)) || fail "PostgreSQL failed to create a segment but $free_full bytes are free"
 
   # Free space, restart: crash recovery replays the WAL, the cluster runs on.
   rm "$mnt/ballast"
   df_check "$w" "without the ballast"
-  ((DF_AVAIL == avail_full + ballast)) ||
-    fail "removing the $ballast-byte ballast raised avail from $avail_full to $DF_AVAIL"
+  ((DF_FREE == free_full + ballast)) ||
+    fail "removing the $ballast-byte ballast raised free space from $free_full to $DF_FREE"
   pg_start "$w"
   grep -q 'redo done' "$w/run/pg.log" || fail "no crash recovery after the PANIC"
   pg_verify_committed "$w"  # the ids acknowledged before the pool filled

@@ -140,7 +140,7 @@ done
 [[ $("$ROOT/usr/sbin/walfs" --version) == *"$version"* ]] || fail "walfs --version is not $version"
 # The extracted daemon mounts a pool made by the extracted mkfs.
 if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; then
-  "$ROOT/usr/sbin/mkfs.walfs" --size 32M "$WORK/p.pool" >/dev/null || fail "packaged mkfs.walfs failed"
+  "$ROOT/usr/sbin/mkfs.walfs" --size 48M "$WORK/p.pool" >/dev/null || fail "packaged mkfs.walfs failed"
   WALFS=$ROOT/usr/sbin/walfs mount_walfs "$WORK/p.pool" "$WORK/mnt" -o default_permissions
   echo x >"$WORK/mnt/f"
   [ "$(cat "$WORK/mnt/f")" = x ] || fail "packaged walfs does not serve a file"

@@ -1,7 +1,8 @@
 #!/bin/bash
 # packaging/postgresql/move-pg_wal-to-walfs.sh on a real cluster: initdb on a plain
 # directory, data written, the mover refuses a running cluster, a crashed one, an
-# existing pool and a non-empty mount point; after a clean stop it moves pg_wal onto a new walfs pool;
+# existing pool and a non-empty mount point; after a clean stop it moves pg_wal onto a new walfs pool
+# sized from the cluster's max_wal_size (SIZE auto);
 # the cluster starts with its data, writes new WAL onto walfs, survives an unmount and
 # remount of the pool (its WAL read back from walfs), and the mover refuses to run twice.
 source "$(dirname "$0")/lib/common.sh"
@@ -49,7 +50,7 @@ sql "SELECT pg_switch_wal()" >/dev/null
 sql "INSERT INTO t SELECT g, md5(g::text) FROM generate_series(5001, 6000) g"
 before=$(sql "SELECT count(*), sum(id), max(v) FROM t")
 
-mover() { "$MOVER" "$PGDATA" "$POOL" "$MNT" 256M; }
+mover() { "$MOVER" "$PGDATA" "$POOL" "$MNT" "${MOVER_SIZE:-256M}"; }
 refused() {
   local what=$1 expect=$2 out
   if out=$(mover 2>&1); then fail "the mover ran with $what"; fi
@@ -76,7 +77,15 @@ rm -rf "$MNT"
 
 log "moving pg_wal"
 segments=$(cd "$PGDATA/pg_wal" && ls | grep -Ec '^[0-9A-F]{24}$')
-mover 2>"$WORK/mover.log" || { cat "$WORK/mover.log" >&2; fail "the mover failed"; }
+# SIZE auto: the pool is sized from the cluster's settings (max_wal_size 64MB, wal_keep_size
+# 0, 16 MiB segments: 64 MiB + 5 segments of data area, README "Sizing a pool").
+MOVER_SIZE=auto mover 2>"$WORK/mover.log" || { cat "$WORK/mover.log" >&2; fail "the mover failed"; }
+grep -q "sized for max_wal_size 64MB, wal_keep_size 0MB" "$WORK/mover.log" ||
+  { cat "$WORK/mover.log" >&2; fail "the mover did not size the pool from the cluster"; }
+pool_mib=$(($(stat -c %s "$POOL") >> 20))
+((pool_mib >= 144 && pool_mib < 160)) || fail "an auto-sized pool of $pool_mib MiB for 144 MiB of WAL"
+grep -q "fits *max_wal_size = 64MB" "$WORK/mover.log" ||
+  { cat "$WORK/mover.log" >&2; fail "mkfs.walfs does not say the pool fits max_wal_size 64MB"; }
 # The pool is an ordinary file (msync mode): the mover says direct access does not apply.
 grep -q "msync mode (not on PMEM): direct access (libwalfs-direct.so) does not apply" \
   "$WORK/mover.log" || { cat "$WORK/mover.log" >&2; fail "the mover did not report the mode"; }

@@ -3,7 +3,8 @@
 #   start   the cluster 15/quickstart is listed by pg_lsclusters and online, its data in
 #           /var/lib/postgresql/15/quickstart, its pg_wal a symlink into the walfs mount
 #           /var/lib/postgresql/15/quickstart-wal, the pool 0600 and postgres's;
-#           pgbench ran; a second start is refused;
+#           pgbench ran; the cluster's max_wal_size is what the 256M pool fits;
+#           a second start is refused;
 #   --stop  the cluster is down (still listed), nothing is mounted, the files are kept;
 #   again   resumes: the same cluster starts with its pgbench tables;
 #   --purge pg_lsclusters lists nothing, and the pool, the mount point, the cluster's
@@ -45,6 +46,12 @@ quickstart --seconds 2 --scale 1 >"$WORK/start.log" 2>&1 || { cat "$WORK/start.l
 [ "$(stat -c '%U %a' "$DIR/15-quickstart.pool")" = "postgres 600" ] || fail "pool: $(stat -c '%U %a' "$DIR/15-quickstart.pool")"
 grep -q "pgbench .* tps" "$WORK/start.log" || fail "no pgbench result: $(cat "$WORK/start.log")"
 [ "$(sql "SELECT count(*) FROM pgbench_branches")" = 1 ] || fail "pgbench tables missing"
+# A 256M pool cannot hold PostgreSQL's default max_wal_size (1GB): the cluster gets what
+# mkfs.walfs says the pool fits (README "Sizing a pool").
+fits=$(sed -n 's/^ *fits *max_wal_size = \([0-9]*\)MB.*/\1/p' "$WORK/start.log" | head -n 1)
+[[ $fits =~ ^[0-9]+$ ]] && ((fits >= 32 && fits < 256)) || fail "no max_wal_size fit in: $(cat "$WORK/start.log")"
+[ "$(sql "SELECT setting FROM pg_settings WHERE name = 'max_wal_size'")" = "$fits" ] ||
+  fail "max_wal_size is $(sql 'SHOW max_wal_size'), not the ${fits}MB the pool fits"
 if quickstart --seconds 0 >"$WORK/twice.log" 2>&1; then fail "a second start was not refused"; fi
 grep -q "already running" "$WORK/twice.log" || fail "second start: $(cat "$WORK/twice.log")"
 

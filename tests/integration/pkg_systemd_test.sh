@@ -225,7 +225,7 @@ stop_unit
 
 prestart_refuses "a missing pool" "does not exist" "$WORK/none.pool" "$MNT" "${ENV[OPTIONS]}"
 prestart_refuses "no POOL" "POOL= is empty" "" "$MNT" "${ENV[OPTIONS]}"
-make_pool "$WORK/root.pool" 32M
+make_pool "$WORK/root.pool" 48M
 prestart_refuses "a root-only pool" "not readable by postgres" "$WORK/root.pool" "$MNT" "${ENV[OPTIONS]}"
 mkdir -p "$WORK/rootdir"
 prestart_refuses "a root-owned mount point" "not writable by postgres" "$POOL" "$WORK/rootdir" "${ENV[OPTIONS]}"
@@ -295,7 +295,7 @@ GEN=/lib/systemd/system-generators/systemd-fstab-generator
 if [ -x "$GEN" ] && command -v systemd-analyze >/dev/null && command -v systemd-escape >/dev/null; then
   G=$WORK/generator
   mkdir -p "$G/normal" "$G/early" "$G/late"
-  make_pool "$WORK/fstab.pool" 32M
+  make_pool "$WORK/fstab.pool" 48M
   FMNT=$WORK/fstab-wal
   mkdir -p "$FMNT"
   on_exit "umount -l '$FMNT'"

@@ -82,6 +82,34 @@ expect_rc 1 "$MKFS" --size 100T "$W/huge.pool"
 expect_err "not enough space"
 [ ! -e "$W/huge.pool" ] || fail "a failed mkfs left a file"
 
+log "mkfs: sizing for PostgreSQL (README \"Sizing a pool\")"
+# One 16 MiB segment's room: refused, nothing left behind, the size it needs named.
+expect_rc 1 "$MKFS" --size 20M "$W/one-seg.pool"
+expect_err "too small for PostgreSQL.*cannot hold two WAL segments"
+expect_err "make it at least"
+[ ! -e "$W/one-seg.pool" ] || fail "a refused mkfs left a file"
+# Below the rule for PostgreSQL's defaults: made, with the numbers and the fix.
+expect_rc 0 "$MKFS" --size 256M "$W/short.pool"
+expect_err "warning: a pool of 256.00 MiB .* smaller than a cluster with max_wal_size 1024MB"
+expect_err "set max_wal_size = 160MB (at most)"
+expect_out "fits          max_wal_size = 160MB with wal_keep_size = 0MB"
+expect_out "reserve       32.00 MiB"
+# The settings given are what the pool is judged against.
+expect_rc 0 "$MKFS" --force --size 256M --max-wal-size 128MB "$W/short.pool"
+[ ! -s "$ERR" ] || { cat "$ERR" >&2; fail "a warning for a pool that fits max_wal_size 128MB"; }
+expect_rc 0 "$MKFS" --force --size 256M --max-wal-size 128MB --wal-keep-size 64MB "$W/short.pool"
+expect_err "max_wal_size 128MB and wal_keep_size 64MB needs"
+rm -f "$W/short.pool"
+# Sized from the settings when --size is not given: max_wal_size + 5 segments of data.
+expect_rc 0 "$MKFS" --max-wal-size 512MB --segment-size 16M "$W/sized.pool"
+[ ! -s "$ERR" ] || { cat "$ERR" >&2; fail "a warning for a pool sized by mkfs"; }
+expect_out "fits          max_wal_size = 512MB"
+sized_mib=$(($(file_size "$W/sized.pool") >> 20))
+((sized_mib >= 592 && sized_mib < 608)) || fail "a pool for max_wal_size 512MB is $sized_mib MiB"
+rm -f "$W/sized.pool"
+expect_rc 1 "$MKFS" --max-wal-size lots "$W/sized.pool"
+expect_err "max-wal-size"
+
 log "mkfs: refuses to overwrite"
 expect_rc 1 "$MKFS" --size 64M "$W/a.pool"
 expect_err "already holds a walfs pool"
@@ -269,7 +297,7 @@ path = sys.argv[1]
 os.mkdir(path)
 doc = ('{"version":1,"pool":"/p/a.pool","mountpoint":"/m","mode":"pmem",'
        '"region":"/dev/dax0.0","durability":"auto","block_size":4096,'
-       '"total_blocks":1000,"free_blocks":100,"writes":5,"write_bytes":40960,'
+       '"total_blocks":1000,"free_blocks":100,"reserved_blocks":50,"writes":5,"write_bytes":40960,'
        '"software_version":"9.9","uptime_seconds":7200,"persist_error":"",'
        '"future_field":{"a":1},'
        '"latency":{"write":{"count":3,"sum_ns":9000,"buckets":[0,0,3,0,0,0,0,0,0,0,0,'
@@ -279,7 +307,7 @@ PY
 then
   expect_rc 0 "$WALFSCTL" status "$W/fake-mount"
   expect_out "mode: *pmem (region /dev/dax0.0"
-  expect_out "space: *3.52 MiB used of 3.91 MiB (90.0%)"
+  expect_out "space: *3.52 MiB used of 3.91 MiB (90.0%), 400.00 KiB free (200.00 KiB of it reserved for WAL segments)"
   expect_out "5 writes (40.00 KiB)"
   expect_out "up 2h00m"
   expect_out 'future_field: *{"a":1}'
@@ -291,6 +319,7 @@ then
   expect_out '^walfs_build_info{mountpoint="/m",pool="/p/a.pool",version="9.9",mode="pmem",region="/dev/dax0.0",durability="auto"} 1$'
   expect_out '^walfs_writes_total{mountpoint="/m",pool="/p/a.pool"} 5$'
   expect_out '^walfs_pool_free_bytes{mountpoint="/m",pool="/p/a.pool"} 409600$'
+  expect_out '^walfs_pool_reserved_bytes{mountpoint="/m",pool="/p/a.pool"} 204800$'
   expect_out '^walfs_uptime_seconds{mountpoint="/m",pool="/p/a.pool"} 7200$'
   expect_out '^walfs_request_duration_seconds_bucket{mountpoint="/m",pool="/p/a.pool",op="write",le="4e-06"} 3$'
   expect_rc 0 "$WALFSCTL" status "$W/fake-mount" --latency
@@ -348,6 +377,10 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   expect_rc 1 "$MKFS" --force "$W/m.pool"
   expect_rc 0 "$WALFSCTL" inspect "$W/m.pool"
   expect_err "in use"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool" 192M
+  expect_err "in use.*grow is offline"
+  [ "$(file_size "$W/m.pool")" = $((128 << 20)) ] || fail "a refused grow changed the file"
+  (cd "$M" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$W/m.sums"
   umount_walfs "$M"
   expect_rc 0 "$FSCK" "$W/m.pool"
   expect_out "clean"
@@ -372,6 +405,46 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   # Export twice into the same place refuses to overwrite.
   expect_rc 1 "$WALFSCTL" export "$W/m.pool" "$W/exported"
   expect_err "File exists"
+
+  # walfsctl grow, offline: every file kept, the new space offered by the mount.
+  expect_rc 0 "$WALFSCTL" grow "$W/m.pool" 192M
+  expect_out "grown from 128.00 MiB .* to 192.00 MiB"
+  [ "$(file_size "$W/m.pool")" = $((192 << 20)) ] || fail "grow did not extend the file"
+  expect_rc 0 "$FSCK" "$W/m.pool"
+  expect_rc 0 "$WALFSCTL" inspect "$W/m.pool"
+  expect_out "capacity    192.00 MiB"
+  mount_walfs "$W/m.pool" "$W/mnt"
+  (cd "$M" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$W/m.sums2"
+  diff "$W/m.sums" "$W/m.sums2" >&2 || fail "files differ after grow"
+  [ "$(stat -f -c %b "$M")" -gt $((130 << 20 >> 12)) ] || fail "statfs does not show the new size"
+  # More than the old pool held, in one file: the new blocks are used, and read as zeros.
+  fallocate -l 150M "$M/big" || fail "fallocate 150M on the grown pool"
+  cmp -n $((150 << 20)) "$M/big" /dev/zero || fail "new space is not zero"
+  rm "$M/big"
+  umount_walfs "$M"
+  # Bad input changes nothing.
+  cp "$W/m.pool" "$W/m-before.pool"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool" 192M
+  expect_err "already 192.00 MiB.*cannot shrink"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool" 100M
+  expect_err "cannot shrink"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool" $(((192 << 20) + 100))
+  expect_err "at least one 4 KiB block"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool" lots
+  expect_err "SIZE"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool" 100T
+  expect_err "No space left on device\|File too large"
+  expect_err "the pool is unchanged"
+  expect_rc 1 "$WALFSCTL" grow "$W/m.pool"
+  expect_err "grow takes POOL and SIZE"
+  head -c 1M /dev/urandom >"$W/not-a.pool"
+  expect_rc 1 "$WALFSCTL" grow "$W/not-a.pool" 2M
+  expect_err "not a walfs pool"
+  [ "$(file_size "$W/not-a.pool")" = $((1 << 20)) ] || fail "grow changed a non-pool file"
+  expect_rc 1 "$WALFSCTL" grow /dev/null 2M
+  expect_err "it is a device"
+  cmp "$W/m.pool" "$W/m-before.pool" || fail "a refused grow changed the pool"
+  rm "$W/m-before.pool"
 
   # A pool made lazily over an old device's bytes (g.pool): files and segments read
   # back exactly, with zeros where nothing was written, and fsck is clean.

@@ -29,6 +29,7 @@
 
 #include "core/crc32c.h"
 #include "core/format.h"
+#include "core/journal.h"
 
 namespace walfs::testtools {
 namespace {
@@ -60,37 +61,55 @@ bool Fail(const std::string& why) {
   return false;
 }
 
-// The journal keeps the newest image of the records its last transaction named, and
-// every open replays it: a damaged record it names is copied into that image too (with
-// the transaction's CRC redone), or the next open would quietly undo the damage.
+// Each journal slot keeps the newest image of the records its transaction named, and
+// every open replays the newest: a damaged record a slot names is copied into that slot's
+// image too (with the transaction's CRC redone), or the next open would quietly undo the
+// damage. A record whose own CRC is now wrong cannot be: the journal's parser refuses a
+// slot holding such an image, which would report the journal instead of the record. The
+// journal is emptied instead, both slots (emptying only the newest would let the older
+// one replay older images): the pools damaged here were closed cleanly, so their home
+// records hold everything the journal does.
 void SyncJournal(const Pool& p, uint64_t offset, uint32_t length) {
-  char* j = p.At(p.sb.journal_offset);
-  format::JournalHeader h;
-  std::memcpy(&h, j, sizeof(h));
-  if (h.magic != format::kJournalMagic || h.payload_bytes > p.sb.journal_size - sizeof(h)) {
+  const char* record = p.At(offset);
+  uint32_t record_crc;
+  std::memcpy(&record_crc, record, sizeof(record_crc));
+  if (!std::all_of(record, record + length, [](char c) { return c == 0; }) &&
+      core::RecordCrc(record, length) != record_crc) {
+    for (uint64_t slot = 0; slot < format::kJournalSlots; ++slot) {
+      std::memset(p.At(core::JournalSlotOffset(p.sb, slot)), 0, sizeof(format::JournalHeader));
+    }
     return;
   }
-  const uint32_t stored = h.crc;
-  h.crc = 0;
-  std::memcpy(j, &h, sizeof(h));
-  if (core::Crc32c(0, j, sizeof(h) + h.payload_bytes) != stored) {
-    h.crc = stored;
-    std::memcpy(j, &h, sizeof(h));
-    return;  // torn: recovery ignores it
-  }
-  const uint64_t end = sizeof(h) + h.payload_bytes;
-  uint64_t pos = sizeof(h);
-  for (uint32_t i = 0; i < h.entry_count && pos + sizeof(format::JournalEntry) <= end; ++i) {
-    format::JournalEntry e;
-    std::memcpy(&e, j + pos, sizeof(e));
-    pos += sizeof(e);
-    if (e.target_offset == offset && e.length == length) {
-      std::memcpy(j + pos, p.At(offset), length);
+  for (uint64_t slot = 0; slot < format::kJournalSlots; ++slot) {
+    char* j = p.At(core::JournalSlotOffset(p.sb, slot));
+    format::JournalHeader h;
+    std::memcpy(&h, j, sizeof(h));
+    if (h.magic != format::kJournalMagic ||
+        h.payload_bytes > format::kJournalSlotSize - sizeof(h)) {
+      continue;
     }
-    pos += format::AlignUp(e.length, 8);
+    const uint32_t stored = h.crc;
+    h.crc = 0;
+    std::memcpy(j, &h, sizeof(h));
+    if (core::Crc32c(0, j, sizeof(h) + h.payload_bytes) != stored) {
+      h.crc = stored;
+      std::memcpy(j, &h, sizeof(h));
+      continue;  // torn: recovery ignores it
+    }
+    const uint64_t end = sizeof(h) + h.payload_bytes;
+    uint64_t pos = sizeof(h);
+    for (uint32_t i = 0; i < h.entry_count && pos + sizeof(format::JournalEntry) <= end; ++i) {
+      format::JournalEntry e;
+      std::memcpy(&e, j + pos, sizeof(e));
+      pos += sizeof(e);
+      if (e.target_offset == offset && e.length == length) {
+        std::memcpy(j + pos, p.At(offset), length);
+      }
+      pos += format::AlignUp(e.length, 8);
+    }
+    h.crc = core::Crc32c(0, j, sizeof(h) + h.payload_bytes);
+    std::memcpy(j, &h, sizeof(h));
   }
-  h.crc = core::Crc32c(0, j, sizeof(h) + h.payload_bytes);
-  std::memcpy(j, &h, sizeof(h));
 }
 
 void SealInode(const Pool& p, format::InodeRecord* r) {
@@ -132,10 +151,11 @@ bool SuperblockChecksum(Pool& p, int copy) {
 
 bool BothSuperblocks(Pool& p) { return SuperblockChecksum(p, 0) && SuperblockChecksum(p, 1); }
 
-// A transaction with a valid CRC (so recovery must believe it committed) whose one
-// entry targets superblock B instead of a metadata record.
+// A transaction with a valid CRC and a sequence above any the pool has reached (so
+// recovery must believe it is the newest committed one) whose one entry targets
+// superblock B instead of a metadata record. In its own slot (1000 % 2).
 bool JournalGarbage(Pool& p) {
-  char* j = p.At(p.sb.journal_offset);
+  char* j = p.At(core::JournalSlotOffset(p.sb, 1000 % format::kJournalSlots));
   format::JournalHeader h{};
   h.magic = format::kJournalMagic;
   h.sequence = 1000;
@@ -151,9 +171,11 @@ bool JournalGarbage(Pool& p) {
 }
 
 // Bytes that fail the journal CRC: what a transaction torn before its commit point
-// looks like.
+// looks like. In the slot the next transaction would be written to (not the newest one).
 bool JournalTorn(Pool& p) {
-  char* j = p.At(p.sb.journal_offset);
+  const core::JournalContents journal = core::ReadJournal(p.base, p.sb);
+  const uint64_t next = journal.newest < 0 ? 1 : 1 - static_cast<uint64_t>(journal.newest);
+  char* j = p.At(core::JournalSlotOffset(p.sb, next));
   uint64_t x = 0x9e3779b97f4a7c15ULL;
   for (uint64_t i = 0; i < 4096; ++i) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -165,11 +187,24 @@ bool JournalTorn(Pool& p) {
   return true;
 }
 
+format::PoolState* State(Pool& p) {
+  return reinterpret_cast<format::PoolState*>(p.At(format::kStateOffset));
+}
+
+// The data area's current size: the state record's (a grown pool's is larger than the
+// superblock's, core/format.h), or the superblock's when the record is damaged.
+uint64_t DataBlocks(Pool& p) {
+  const format::PoolState* s = State(p);
+  return core::RecordCrc(s, sizeof(*s)) == s->crc && s->data_blocks >= p.sb.data_blocks
+             ? s->data_blocks
+             : p.sb.data_blocks;
+}
+
 bool ExtentOutside(Pool& p) {
   const auto files = FilesWithData(p);
   if (files.empty()) return Fail("no regular file with data in the pool");
   format::InodeRecord* r = p.Inode(files.back());
-  r->extents[0].block = p.sb.data_blocks + 16;
+  r->extents[0].block = DataBlocks(p) + 16;
   SealInode(p, r);
   return true;
 }
@@ -231,15 +266,12 @@ bool FreeSpaceNotZero(Pool& p) {
     if (begin > cursor) break;
     cursor = std::max(cursor, end);
   }
-  if (cursor >= p.sb.data_blocks) return Fail("no free data block");
+  if (cursor >= DataBlocks(p)) return Fail("no free data block");
   const uint64_t off = p.sb.data_offset + cursor * format::kBlockSize + 100;
   std::memcpy(p.At(off), "stray bytes in free space", 25);
   return true;
 }
 
-format::PoolState* State(Pool& p) {
-  return reinterpret_cast<format::PoolState*>(p.At(format::kStateOffset));
-}
 
 // The state record fails its checksum (the journal's image too, if it names it).
 // Records planted in slots a pool has not used yet (above the state record's marks,
@@ -275,7 +307,17 @@ bool StateChecksum(Pool& p) {
 bool StateUninitOwned(Pool& p) {
   format::PoolState* s = State(p);
   s->uninit_begin = 0;
-  s->uninit_end = p.sb.data_blocks;
+  s->uninit_end = s->data_blocks;
+  s->crc = core::RecordCrc(s, sizeof(*s));
+  SyncJournal(p, format::kStateOffset, sizeof(format::PoolState));
+  return true;
+}
+
+// A well-formed state record whose data area reaches past the end of the file, as a
+// grown pool's does when its file is cut back to the old size by hand.
+bool StateSize(Pool& p) {
+  format::PoolState* s = State(p);
+  s->data_blocks = (p.size - p.sb.data_offset) / format::kBlockSize + 1;
   s->crc = core::RecordCrc(s, sizeof(*s));
   SyncJournal(p, format::kStateOffset, sizeof(format::PoolState));
   return true;
@@ -346,7 +388,7 @@ bool SymlinkParent(Pool& p) {
   if (free_inodes.size() < 3 || free_slots.size() < 4) return Fail("no free inodes or dirents");
   if (g_arg.empty() || g_arg.size() > format::kMaxSymlinkTarget) return Fail("bad target");
   const uint64_t link_ino = free_inodes[0], file_ino = free_inodes[1], dir_ino = free_inodes[2];
-  const uint64_t block = p.sb.data_blocks - 1;
+  const uint64_t block = DataBlocks(p) - 1;
   static constexpr char kContent[] = "escaped\n";
   std::memcpy(p.At(p.sb.data_offset + block * format::kBlockSize), kContent,
               sizeof(kContent) - 1);
@@ -428,6 +470,8 @@ const std::vector<Kind>& Kinds() {
       {"state-crc", "the state record fails its checksum", StateChecksum},
       {"state-uninit", "the state record's uninitialised range covers the files",
        StateUninitOwned},
+      {"state-size", "the state record's data area reaches past the end of the file",
+       StateSize},
       {"lost-file", "a file's only directory entry is gone", LostFile},
       {"inode-crc", "a file's inode record fails its checksum", InodeChecksum},
       {"dirent-free-inode", "an entry names a free inode", DirentToFreeInode},

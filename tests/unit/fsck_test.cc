@@ -57,6 +57,7 @@ class HandPool {
     state.magic = f::kStateMagic;
     state.inode_high = kInodes;
     state.dirent_high = kDirents;
+    state.data_blocks = sb_.data_blocks;
     state.crc = RecordCrc(&state, sizeof(state));
     Put(f::kStateOffset, state);
     SetInode(f::kRootInode, MakeInode(f::InodeType::kDirectory, 2, 0, {}));
@@ -113,7 +114,10 @@ class HandPool {
     std::memset(bytes().data() + BlockOffset(block), byte, count * f::kBlockSize);
   }
 
-  // A committed journal transaction of (offset, record image) entries.
+  uint64_t JournalSlotOffset(uint64_t sequence) const {
+    return sb_.journal_offset + sequence % f::kJournalSlots * f::kJournalSlotSize;
+  }
+  // A committed journal transaction of (offset, record image) entries, in its slot.
   void WriteJournal(uint64_t sequence,
                     const std::vector<std::pair<uint64_t, std::string>>& entries) {
     std::string payload;
@@ -129,8 +133,9 @@ class HandPool {
     h.entry_count = static_cast<uint32_t>(entries.size());
     h.payload_bytes = static_cast<uint32_t>(payload.size());
     h.crc = Crc32c(Crc32c(0, &h, sizeof(h)), payload.data(), payload.size());
-    Put(sb_.journal_offset, h);
-    std::memcpy(bytes().data() + sb_.journal_offset + sizeof(h), payload.data(), payload.size());
+    Put(JournalSlotOffset(sequence), h);
+    std::memcpy(bytes().data() + JournalSlotOffset(sequence) + sizeof(h), payload.data(),
+                payload.size());
   }
 
   // The populated tree most tests damage:
@@ -340,7 +345,7 @@ TEST(FsckTest, TornJournalIsInformationOnly) {
   f::InodeRecord r = HandPool::MakeInode(f::InodeType::kRegular, 1, 0, {});
   r.crc = RecordCrc(&r, sizeof(r));
   pool.WriteJournal(9, {{pool.InodeOffset(7), std::string(reinterpret_cast<char*>(&r), sizeof(r))}});
-  pool.bytes()[pool.sb().journal_offset + 64 + 40] ^= 0x01;  // payload: crc breaks
+  pool.bytes()[pool.JournalSlotOffset(9) + 64 + 40] ^= 0x01;  // payload: crc breaks
   FsckReport report = Check(pool.region(), true);
   const FsckProblem* p = Find(report, "journal");
   ASSERT_NE(p, nullptr) << Describe(report);
@@ -727,7 +732,8 @@ TEST(FsckTest, RandomDamageNeverCrashes) {
     } else if (rng() % 4 == 0) {
       std::string garbage(256, '\0');
       for (char& c : garbage) c = static_cast<char>(rng());
-      std::memcpy(pool.bytes().data() + pool.sb().journal_offset, garbage.data(), garbage.size());
+      std::memcpy(pool.bytes().data() + pool.JournalSlotOffset(rng() % 2), garbage.data(),
+                  garbage.size());
     }
     Check(pool.region());
     Check(pool.region(), true);
@@ -896,9 +902,12 @@ TEST(FsckWithCoreTest, RepairedPoolOpensAgain) {
 
   f::Superblock sb;
   std::memcpy(&sb, image.data(), sizeof(sb));
-  // The last transaction is applied; without it, the damage below is not undone by a
-  // replay of the journal's newer images.
-  std::fill_n(image.begin() + sb.journal_offset, sizeof(f::JournalHeader), '\0');
+  // The last transactions are applied; without them, the damage below is not undone by
+  // a replay of the journal's newer images.
+  for (uint64_t slot = 0; slot < f::kJournalSlots; ++slot) {
+    std::fill_n(image.begin() + sb.journal_offset + slot * f::kJournalSlotSize,
+                sizeof(f::JournalHeader), '\0');
+  }
   // The records planted at the ends of the tables below must be read: mark every slot
   // used (they are zero in this image, so the pool stays valid).
   f::PoolState state;

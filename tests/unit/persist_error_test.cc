@@ -302,9 +302,19 @@ TEST_P(ApplyAfterCommitTest, NamespaceMatchesTheMediaAfterAFailedCommit) {
     region->FailFlushesFrom(sb.inode_table_offset, sb.data_offset);
   }
   absl::Status s = op.op(dir, Made{file->ino, seg->ino, sub->ino});
-  EXPECT_EQ(Errno(s), EIO) << op.name << ": " << s;
+  // In msync mode the home records are not persisted at commit: they ride in the later
+  // journal transactions (core/journal.h), and their persist fails at the clean close.
+  const bool home_deferred = !pmem && fail_at == FailAt::kHome;
+  if (home_deferred) {
+    EXPECT_TRUE(s.ok()) << op.name << ": " << s;
+  } else {
+    EXPECT_EQ(Errno(s), EIO) << op.name << ": " << s;
+  }
   const auto after = Tree(dir);
-  if (fail_at == FailAt::kJournal) {
+  if (home_deferred) {
+    EXPECT_NE(after, before) << op.name << ": the transaction committed";
+    EXPECT_EQ(Errno(dir.Close()), EIO) << op.name;
+  } else if (fail_at == FailAt::kJournal) {
     EXPECT_EQ(after, before) << op.name << ": the commit point was not reached";
     EXPECT_EQ(dir.Statfs().free_blocks, stats_before.free_blocks) << op.name;
     EXPECT_EQ(dir.Statfs().free_inodes, stats_before.free_inodes) << op.name;

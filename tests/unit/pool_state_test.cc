@@ -73,7 +73,8 @@ TEST(PoolStateTest, FormatWritesOnlyMetadataAndRecordsWhatIsUninitialised) {
   const std::string image = LazyImageOverGarbage();
   const format::Superblock sb = SuperblockOf(image);
   const format::PoolState st = StateOf(image);
-  EXPECT_EQ(PoolStateError(st, sb), "");
+  EXPECT_EQ(PoolStateError(st, sb, image.size()), "");
+  EXPECT_EQ(st.data_blocks, sb.data_blocks);
   EXPECT_EQ(st.inode_high, 2u);
   EXPECT_EQ(st.dirent_high, 0u);
   EXPECT_EQ(st.uninit_begin, 0u);
@@ -237,6 +238,19 @@ TEST(PoolStateTest, BadStateRecordsAreRefusedAndRepaired) {
       {"reserved bytes",
        [](format::PoolState& s, const format::Superblock&) { s.reserved1[7] = 1; },
        "reserved bytes"},
+      {"data area below mkfs's",
+       [](format::PoolState& s, const format::Superblock& sb) {
+         s.data_blocks = sb.data_blocks - 1;
+       },
+       "is below the superblock's"},
+      {"data area past the region (a grown pool's file cut back)",
+       [](format::PoolState& s, const format::Superblock& sb) {
+         s.data_blocks = sb.data_blocks + 1;
+       },
+       "does not fit in the region"},
+      {"data area size overflows",
+       [](format::PoolState& s, const format::Superblock&) { s.data_blocks = ~0ULL / 2; },
+       "does not fit in the region"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -280,8 +294,11 @@ TEST(PoolStateTest, UninitialisedRangeOverAFileIsRefused) {
   st.uninit_end = 3;
   SealPoolState(&st);
   std::memcpy(image.data() + format::kStateOffset, &st, sizeof(st));
-  // The journal's last transaction may name the state record: keep it out of the way.
-  std::memset(image.data() + format::kJournalOffset, 0, sizeof(format::JournalHeader));
+  // The journal's last transactions may name the state record: keep them out of the way.
+  for (uint64_t slot = 0; slot < format::kJournalSlots; ++slot) {
+    std::memset(image.data() + format::kJournalOffset + slot * format::kJournalSlotSize, 0,
+                sizeof(format::JournalHeader));
+  }
   auto bad = WalDirectory::Open(std::make_unique<MemoryRegion>(image));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("no file has used since mkfs"), std::string::npos)

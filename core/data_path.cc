@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/all_zero.h"
 #include "core/pool.h"
 #include "core/status.h"
 
@@ -25,10 +26,6 @@ namespace walfs::core {
 namespace {
 
 using format::kBlockSize;
-
-bool AllZero(const char* p, size_t n) {
-  return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
-}
 
 uint64_t BlocksFor(uint64_t bytes) { return (bytes + kBlockSize - 1) / kBlockSize; }
 

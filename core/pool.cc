@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/all_zero.h"
 #include "core/crc32c.h"
 #include "core/names.h"
 #include "core/status.h"
@@ -19,10 +20,6 @@ namespace walfs::core {
 namespace {
 
 using format::kBlockSize;
-
-bool AllZero(const char* p, size_t n) {
-  return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
-}
 
 }  // namespace
 

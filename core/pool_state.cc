@@ -7,16 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/all_zero.h"
 #include "core/crc32c.h"
 
 namespace walfs::core {
 namespace {
 
 using format::kBlockSize;
-
-bool AllZero(const char* p, size_t n) {
-  return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
-}
 
 }  // namespace
 

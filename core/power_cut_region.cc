@@ -21,15 +21,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/all_zero.h"
 #include "core/mutex.h"
 #include "core/status.h"
 
 namespace walfs::core {
 namespace {
-
-bool AllZero(const char* p, size_t n) {
-  return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
-}
 
 // Owns the media and the written image's mapping; the subclasses decide when written
 // bytes are copied to the media.

@@ -89,13 +89,6 @@ core::FsckReport Repair(std::string& image) {
   return Report(core::CheckPool(view, core::FsckOptions{.repair = true}));
 }
 
-// True when `report` has an error that was not repaired.
-bool HasErrors(const core::FsckReport& report) {
-  return std::any_of(report.problems.begin(), report.problems.end(), [](const auto& p) {
-    return p.severity == core::FsckProblem::kError && !p.repaired;
-  });
-}
-
 // Open does not read free space (format v2, core/pool_state.h): a non-zero free block it
 // accepts is refused when first allocated instead. So after Open, fsck may still find
 // non-zero free blocks, as long as the damaged pool already had them.

@@ -105,6 +105,13 @@ void Pool::Edit::FreeInode(uint64_t ino) {
 
 absl::Status Pool::Edit::Commit() {
   const format::Superblock& sb = pool_.sb_;
+  // The pool's pending frees ride with this commit (Pool::pending_frees_).
+  carried_frees_.swap(pool_.pending_frees_);
+  const size_t own_released = released_.size();
+  for (uint64_t ino : carried_frees_) FreeInode(ino);
+  for (size_t i = own_released; i < released_.size(); ++i) {
+    carried_free_blocks_ += released_[i].count;
+  }
   Transaction txn;
   for (auto& [ino, c] : recs_) {
     // msync mode: a record never becomes durable ahead of the bytes it covers. The
@@ -187,6 +194,8 @@ void Pool::Edit::Apply() {
   for (uint64_t ino : freed_) pool_.free_inodes_.push_back(ino);
   for (const format::Extent& e : released_) pool_.alloc_.Release(e);
   pool_.PublishFree();
+  // Now the allocator's (Statfs may count them twice for this instant, never not at all).
+  pool_.pending_free_blocks_.fetch_sub(carried_free_blocks_);
 }
 
 void Pool::Edit::Abort() {
@@ -198,6 +207,10 @@ void Pool::Edit::Abort() {
   new_inodes_.clear();
   for (uint64_t slot : new_slots_) pool_.free_slots_.push_back(slot);
   new_slots_.clear();
+  // Still zeroed orphans, for the next commit to free.
+  pool_.pending_frees_.insert(pool_.pending_frees_.end(), carried_frees_.begin(),
+                              carried_frees_.end());
+  carried_frees_.clear();
 }
 
 }  // namespace walfs::core

@@ -137,6 +137,8 @@ absl::StatusOr<Attr> Pool::GetAttr(InodeId ino) {
   auto in = Pin(ino);
   if (!in.ok()) return in.status();
   ReaderMutexLock il(&(*in)->mu);
+  // Reclaimed: zeroed, and its record freed with the next commit (pending_frees_).
+  if ((*in)->gone) return PosixError(absl::StrCat("inode ", ino), ESTALE);
   return MakeAttr(ino, (*in)->rec);
 }
 

@@ -386,6 +386,11 @@ absl::Status Pool::Recover() {
     region_->Drain();
   }
   ReclaimAll(orphans);
+  // The orphans a crash left are freed in one commit (at most kMaxPendingFrees per
+  // commit) rather than one each; a failure leaves them to the next open.
+  if (absl::Status s = CommitPendingFrees(); !s.ok()) {
+    return s;
+  }
   return absl::OkStatus();
 }
 
@@ -493,13 +498,26 @@ bool Pool::IsAncestor(uint64_t dir, uint64_t of) const {
 
 bool Pool::AwaitReclaims() {
   constexpr auto kReclaimWait = std::chrono::seconds(10);
+  bool freed = false;
+  if (CommitPendingFrees(&freed).ok() && freed) return true;
   if (reclaims_in_flight_.load() == 0) return false;
   const uint64_t done = reclaims_done_.load();
   const auto deadline = std::chrono::steady_clock::now() + kReclaimWait;
   while (reclaims_in_flight_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return reclaims_done_.load() != done;
+  // What finished meanwhile is pending: free it for the allocator.
+  return CommitPendingFrees().ok() && reclaims_done_.load() != done;
+}
+
+absl::Status Pool::CommitPendingFrees(bool* committed) {
+  MutexLock ns(&ns_mu_);
+  if (committed != nullptr) *committed = false;
+  if (pending_frees_.empty()) return absl::OkStatus();
+  Edit e(*this);  // carries nothing but them
+  absl::Status s = e.Commit();
+  if (committed != nullptr) *committed = s.ok();
+  return s;
 }
 
 void Pool::ReclaimAll(const std::vector<uint64_t>& inos) {
@@ -551,18 +569,24 @@ void Pool::Reclaim(uint64_t ino) {
   }
   region_->Drain();
   MutexLock ns(&ns_mu_);
-  Edit e(*this);
-  e.FreeInode(ino);
-  // On failure it stays an orphan in memory and on media; the next open reclaims it.
-  if (!e.Commit().ok()) return;
+  // Zero and durably so: from here the record may be freed by any commit (pool.h).
+  pending_free_blocks_.fetch_add(blocks);
+  pending_frees_.push_back(ino);
+  PublishFree();
   counters_.orphans_reclaimed.fetch_add(1, std::memory_order_relaxed);
   counters_.zeroed_blocks.fetch_add(blocks, std::memory_order_relaxed);
+  if (pending_frees_.size() >= kMaxPendingFrees) {
+    // On failure they stay pending, and orphans on media for the next open to reclaim.
+    Edit e(*this);
+    (void)e.Commit();
+  }
 }
 
 void Pool::PublishFree() {
   free_blocks_.store(alloc_.free_blocks());
   // Slots at or above the mark were never used (format.h) and are free too.
-  free_inodes_count_.store(free_inodes_.size() + (sb_.inode_count - inode_high_));
+  free_inodes_count_.store(free_inodes_.size() + pending_frees_.size() +
+                           (sb_.inode_count - inode_high_));
 }
 
 std::string Pool::ReserveNote() const {
@@ -575,7 +599,8 @@ FsStats Pool::Statfs() {
   FsStats s;
   s.block_size = kBlockSize;
   s.total_blocks = sb_.data_blocks;
-  s.free_blocks = std::min(sb_.data_blocks, free_blocks_.load() + zeroing_blocks_.load());
+  s.free_blocks = std::min(sb_.data_blocks, free_blocks_.load() + zeroing_blocks_.load() +
+                                                pending_free_blocks_.load());
   s.reserved_blocks = std::min(s.free_blocks, reserve_blocks_);
   s.total_inodes = sb_.inode_count - 1;
   s.free_inodes = free_inodes_count_.load();
@@ -617,6 +642,7 @@ absl::Status Pool::Close() {
       // map a leased orphan, which Reclaim leaves to the next Open (the daemon refuses
       // to open a pool while a client holds it, fs/pool_lock.h).
       in->lookups.store(0);
+      if (in->reclaiming) continue;  // zeroed, its record freed below (pending_frees_)
       if (in->rec.state == format::InodeState::kOrphan) orphans.push_back(ino);
       MutexLock il(&in->mu);
       if (in->size_dirty || in->mtime_dirty || in->dirty_hi > in->dirty_lo) {
@@ -631,6 +657,7 @@ absl::Status Pool::Close() {
     }
   }
   ReclaimAll(orphans);
+  if (absl::Status s = CommitPendingFrees(); !s.ok()) return s;
   // msync mode: the home records of the last transactions may be stored but only
   // durable through the journal (journal.h); a clean close persists them at home too.
   {

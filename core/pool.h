@@ -199,8 +199,8 @@ class Pool {
     std::vector<uint64_t>& reclaim() { return reclaim_; }
 
     // Syncs the dirty bytes of the files it rewrites (msync mode), commits every image
-    // in one journal transaction and, if the commit point was reached, applies the edit
-    // to memory. Returns the commit's error (EIO once a persist failed), in which case
+    // in one journal transaction, together with the pool's pending frees (Reclaim), and,
+    // if the commit point was reached, applies the edit to memory. Returns the commit's error (EIO once a persist failed), in which case
     // memory is unchanged unless the transaction is durable all the same (journal.h).
     absl::Status Commit();
 
@@ -224,6 +224,10 @@ class Pool {
     std::vector<format::Extent> allocated_;
     std::vector<format::Extent> released_;  // extents of freed inodes, free at apply
     std::vector<uint64_t> reclaim_;
+    // The pool's pending frees this commit carries (Commit takes them all; Abort puts
+    // them back) and their blocks.
+    std::vector<uint64_t> carried_frees_;
+    uint64_t carried_free_blocks_ = 0;
     bool done_ = false;
   };
 
@@ -311,13 +315,19 @@ class Pool {
   absl::StatusOr<ZeroTail> Truncate(Edit& e, uint64_t ino, uint64_t size)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_);
   void ZeroFileRange(const format::InodeRecord& rec, ZeroTail t);
-  // Zeroes an orphan's extents, then frees it. Takes ns_mu_ itself; call without it.
+  // Zeroes an orphan's extents, then frees it: its record is freed by the next edit's
+  // commit (pending_frees_), or by one of its own when kMaxPendingFrees are waiting.
+  // Takes ns_mu_ itself; call without it.
   void Reclaim(uint64_t ino) ABSL_LOCKS_EXCLUDED(ns_mu_, mu_);
+  // Commits the pending frees, if any, in an edit of their own; *committed says whether
+  // there were any and they are free now.
+  absl::Status CommitPendingFrees(bool* committed = nullptr) ABSL_LOCKS_EXCLUDED(ns_mu_, mu_);
   // Blocks being zeroed by a Reclaim in another thread are not free yet. An allocation
   // that fails with ENOSPC while any is in flight calls this (without locks) and retries
   // when it returns true: it waits, at most kReclaimWait, until none is in flight, and
   // says whether any finished meanwhile. So ENOSPC means the space is not there, not
-  // that it is still being zeroed (an unlink or a trim just before).
+  // that it is still being zeroed (an unlink or a trim just before). Pending frees are
+  // committed first (they are free for Statfs, but not yet for the allocator).
   bool AwaitReclaims() ABSL_LOCKS_EXCLUDED(ns_mu_, mu_);
   void ReclaimAll(const std::vector<uint64_t>& inos) ABSL_LOCKS_EXCLUDED(ns_mu_, mu_);
 
@@ -366,6 +376,18 @@ class Pool {
   // starts, since an allocation that needs them waits for it: AwaitReclaims).
   std::atomic<uint64_t> free_blocks_{0}, free_inodes_count_{0};
   std::atomic<uint64_t> zeroing_blocks_{0};
+  // Orphans Reclaim has zeroed and whose records the next edit's commit frees, so that
+  // an unlink costs one journal commit, not two (the unlink's, then the free's after the
+  // kernel's FORGET; in msync mode each is an msync, on disk a device flush). Until then
+  // they are orphans on media, which a crash leaves to the next Open's reclaim exactly
+  // as a crash just before a commit of their own would, and `reclaiming` in memory
+  // (nothing can reach them). Their blocks and inodes count as free in Statfs; the
+  // allocator gets them at apply, and an allocation that fails meanwhile commits them
+  // (AwaitReclaims). At most kMaxPendingFrees, so a commit carrying them stays well
+  // inside a journal slot.
+  static constexpr size_t kMaxPendingFrees = 16;
+  std::vector<uint64_t> pending_frees_ ABSL_GUARDED_BY(ns_mu_);
+  std::atomic<uint64_t> pending_free_blocks_{0};
 
   Mutex journal_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::unique_ptr<Journal> journal_ ABSL_GUARDED_BY(journal_mu_);

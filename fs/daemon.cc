@@ -111,8 +111,11 @@ std::string DurabilityText(const core::WalDirectory& dir, const Options& options
            "and every fsync is served with a real drain";
   }
   return absl::StrCat("mode msync: writes become durable on fsync/fdatasync or with "
-                      "O_DSYNC/O_SYNC (msync of the pool)",
-                      options.durability == Durability::kStrict ? ", durability=strict" : "");
+                      "O_DSYNC/O_SYNC (msync of the pool), metadata changes before "
+                      "their reply",
+                      options.durability == Durability::kStrict
+                          ? ", durability=strict"
+                          : "; directory fsync answered ENOSYS");
 }
 
 int Serve(fuse_session* se, const Options& options) {

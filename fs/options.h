@@ -31,7 +31,8 @@
 //                        auto: on PMEM every write is durable before its reply, so
 //                        FSYNC/FSYNCDIR/FLUSH are answered ENOSYS once and the kernel
 //                        stops sending them; strict: every FSYNC/FSYNCDIR gets a real
-//                        persist (for comparison). The msync fallback always does that.
+//                        persist (for comparison). The msync fallback always serves
+//                        FSYNC and, like pmem, answers FSYNCDIR ENOSYS unless strict.
 //   fsname=NAME          source shown by mount/df (default: the pool path)
 //   subtype=NAME         type shown as fuse.NAME (default: walfs)
 //   debug                same as -d (libfuse request tracing, implies -f)

@@ -38,6 +38,8 @@ std::string Server::StatusJson() const {
   s.region = std::string(dir_.region().kind());
   s.strict = config_.strict;
   s.fsync_shortcut = fsync_shortcut_;
+  s.fsyncdir_shortcut = fsyncdir_shortcut();
+  s.opendir_shortcut = opendir_shortcut.load(std::memory_order_relaxed);
   s.read_only = config_.read_only;
   s.threads = config_.threads;
   s.segment_size = dir_.superblock().segment_size;

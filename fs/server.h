@@ -61,11 +61,16 @@ class Server {
 
   core::WalDirectory& dir() const { return dir_; }
 
-  // True when FSYNC and FSYNCDIR are answered ENOSYS: on PMEM every write and every
-  // namespace change is durable before its reply (wal_directory.h), so an fsync has
-  // nothing left to do, and ENOSYS makes the kernel stop sending it for the rest of the
-  // connection. Never in msync mode, where Fsync is what makes writes durable.
+  // True when FSYNC is answered ENOSYS: on PMEM every write is durable before its reply
+  // (wal_directory.h), so an fsync has nothing left to do, and ENOSYS makes the kernel
+  // stop sending it for the rest of the connection. Never in msync mode, where Fsync is
+  // what makes writes durable.
   bool fsync_shortcut() const { return fsync_shortcut_; }
+  // True when FSYNCDIR is answered ENOSYS. In both modes every namespace change is
+  // committed durably (a drain on PMEM, one msync of the journal otherwise) before its
+  // reply, so a directory fsync has nothing to do; PostgreSQL makes one after every
+  // segment rename and status-file change. Only durability=strict keeps the round trip.
+  bool fsyncdir_shortcut() const { return !config_.strict; }
   // True when FLUSH (sent at every close) is answered ENOSYS: close promises no
   // durability in either mode, so only durability=strict keeps the round trip.
   bool flush_shortcut() const { return !config_.strict; }
@@ -83,6 +88,10 @@ class Server {
   std::atomic<uint64_t> fuse_fsyncdir{0};
   std::atomic<uint64_t> fuse_flush{0};
   std::atomic<uint64_t> leases_refused{0};  // lease ioctls answered with an error
+  // Set at INIT when the kernel can open directories without asking (NO_OPENDIR
+  // support, Linux 5.1): OPENDIR is then answered ENOSYS and neither it nor RELEASEDIR
+  // is sent again. A directory handle carries no state here (readdir is cookie-based).
+  std::atomic<bool> opendir_shortcut{false};
 
   UsageWatch& usage_watch() { return usage_watch_; }
 

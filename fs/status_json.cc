@@ -59,6 +59,8 @@ std::string StatusJson(const DaemonStatus& s) {
   j.Str("region", s.region);
   j.Str("durability", s.strict ? "strict" : "auto");
   j.Bool("fsync_shortcut", s.fsync_shortcut);
+  j.Bool("fsyncdir_shortcut", s.fsyncdir_shortcut);
+  j.Bool("opendir_shortcut", s.opendir_shortcut);
   j.Bool("read_only", s.read_only);
   j.Num("threads", s.threads);
   j.Num("segment_size", s.segment_size);

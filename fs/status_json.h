@@ -12,8 +12,12 @@
 //   "mode":           "pmem" | "msync": WalDirectory::mode()
 //   "region":         PersistentRegion::kind(): "pmem" | "msync" | "memory"
 //   "durability":     "auto" | "strict" (the mount option)
-//   "fsync_shortcut": true when FSYNC/FSYNCDIR/FLUSH are answered ENOSYS
-//                     (mode pmem and durability auto)
+//   "fsync_shortcut": true when FSYNC is answered ENOSYS (mode pmem and durability
+//                     auto)
+//   "fsyncdir_shortcut": true when FSYNCDIR and FLUSH are answered ENOSYS
+//                     (durability auto, either mode)
+//   "opendir_shortcut": true when OPENDIR is answered ENOSYS (the kernel then opens
+//                     directories without asking)
 //   "read_only":      true for a ro mount
 //   "threads":        FUSE worker threads
 //   "segment_size":   extent size given to WAL segments (superblock)
@@ -66,6 +70,8 @@ struct DaemonStatus {
   std::string region;
   bool strict = false;
   bool fsync_shortcut = false;
+  bool fsyncdir_shortcut = false;
+  bool opendir_shortcut = false;
   bool read_only = false;
   unsigned threads = 0;
   uint64_t segment_size = 0;

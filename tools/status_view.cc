@@ -244,7 +244,7 @@ std::string Line(absl::string_view label, absl::string_view value) {
 const std::set<std::string, std::less<>>& ShownKeys() {
   static const std::set<std::string, std::less<>> kKeys = {
       "version", "pool", "mountpoint", "pid", "mode", "region", "durability",
-      "fsync_shortcut", "read_only", "threads", "segment_size", "block_size",
+      "fsync_shortcut", "fsyncdir_shortcut", "read_only", "threads", "segment_size", "block_size",
       "total_blocks", "free_blocks", "reserved_blocks", "total_inodes", "free_inodes", "writes", "write_bytes",
       "reads", "read_bytes", "fsyncs", "fsyncdirs", "sync_writes", "journal_commits",
       "journal_replays", "orphans_reclaimed", "zeroed_blocks", "fuse_fsync", "fuse_fsyncdir",
@@ -267,10 +267,14 @@ std::string RenderHuman(const StatusDoc& doc, const std::string& mountpoint) {
                                                      " threads")));
   const auto ro = Bool(doc, "read_only");
   const auto shortcut = Bool(doc, "fsync_shortcut");
+  const auto dir_shortcut = Bool(doc, "fsyncdir_shortcut");
   absl::StrAppend(&out, Line("mode", absl::StrCat(Str(doc, "mode"), " (region ",
                                                    Str(doc, "region"), ", durability ",
                                                    Str(doc, "durability"),
-                                                   shortcut && *shortcut ? ", fsync free" : "",
+                                                   shortcut && *shortcut ? ", fsync free"
+                                                   : dir_shortcut && *dir_shortcut
+                                                       ? ", directory fsync free"
+                                                       : "",
                                                    ro && *ro ? ", read-only" : "", ")")));
   const std::string persist_error = Str(doc, "persist_error");
   absl::StrAppend(&out,

@@ -200,6 +200,76 @@ TEST_F(WalDirectoryTest, OrphanLeftByCrashIsReclaimedAndZeroedAtOpen) {
       << "free space must be zero after reclaim";
 }
 
+// True when inode `ino`'s record in `image` is free (all zero, format.h).
+bool InodeSlotIsFree(const std::string& image, const format::Superblock& sb, InodeId ino) {
+  const size_t off = sb.inode_table_offset + ino * format::kInodeSize;
+  return image.find_first_not_of('\0', off) >= off + format::kInodeSize;
+}
+
+// An unlink whose file the kernel has forgotten costs one journal commit: the orphan is
+// zeroed and free at once for statfs, and its record is freed by the next commit.
+TEST_F(WalDirectoryTest, ReclaimedOrphanIsFreedWithTheNextCommit) {
+  const FsStats empty = dir_->Statfs();
+  auto f = dir_->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes(std::string(5000, 'x')), false).ok());
+  dir_->Forget(f->ino, 1);
+  const uint64_t commits = dir_->counters().journal_commits;
+  ASSERT_TRUE(dir_->Unlink(kRootInode, kSeg).ok());
+  EXPECT_EQ(dir_->counters().journal_commits, commits + 1);
+  EXPECT_EQ(dir_->counters().orphans_reclaimed, 1u);
+  FsStats st = dir_->Statfs();
+  EXPECT_EQ(st.free_blocks, empty.free_blocks);
+  EXPECT_EQ(st.free_inodes, empty.free_inodes);
+  EXPECT_EQ(Errno(dir_->GetAttr(f->ino)), ESTALE);
+  const auto& sb = dir_->superblock();
+  EXPECT_FALSE(InodeSlotIsFree(*bytes_, sb, f->ino)) << "an orphan on media until then";
+  EXPECT_EQ(bytes_->find_first_not_of('\0', sb.data_offset), std::string::npos)
+      << "its blocks are zero before the commit that frees them";
+
+  auto g = dir_->Create(kRootInode, "other", 0600, kUser, true);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(dir_->counters().journal_commits, commits + 2);
+  EXPECT_TRUE(InodeSlotIsFree(*bytes_, sb, f->ino));
+  EXPECT_EQ(dir_->Statfs().free_blocks, empty.free_blocks);
+  Reopen();  // nothing left for the open to reclaim
+  EXPECT_EQ(dir_->counters().orphans_reclaimed, 0u);
+}
+
+// A crash between the reclaim and the next commit leaves a zeroed orphan, which the next
+// open reclaims like any other.
+TEST_F(WalDirectoryTest, PendingFreeLeftByCrashIsReclaimedAtOpen) {
+  auto f = dir_->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes(std::string(5000, 'x')), false).ok());
+  dir_->Forget(f->ino, 1);
+  ASSERT_TRUE(dir_->Unlink(kRootInode, kSeg).ok());
+  Reopen();  // crash: no further commit, no Close
+  EXPECT_EQ(dir_->counters().orphans_reclaimed, 1u);
+  EXPECT_TRUE(InodeSlotIsFree(*bytes_, dir_->superblock(), f->ino));
+  const FsStats st = dir_->Statfs();
+  EXPECT_EQ(st.free_blocks, st.total_blocks);
+}
+
+// Blocks whose record is not freed yet are free for statfs, so an allocation that needs
+// them must not fail: it commits the pending frees and retries.
+TEST_F(WalDirectoryTest, AllocationCommitsPendingFrees) {
+  constexpr char kBig[] = "000000010000000000000042";
+  auto big = dir_->Create(kRootInode, kBig, 0600, kUser, true);
+  ASSERT_TRUE(big.ok());
+  // Segment-named, so it may use the reserve: the pool is full after this.
+  const uint64_t bytes = (dir_->Statfs().free_blocks + kTestSegment / 4096) * 4096;
+  ASSERT_TRUE(dir_->Fallocate(big->ino, 0, bytes, 0).ok());
+  ASSERT_EQ(dir_->Statfs().free_blocks, 0u);
+  dir_->Forget(big->ino, 1);
+  ASSERT_TRUE(dir_->Unlink(kRootInode, kBig).ok());
+  const uint64_t commits = dir_->counters().journal_commits;
+  auto again = dir_->Create(kRootInode, kBig, 0600, kUser, true);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(dir_->Fallocate(again->ino, 0, bytes, 0).ok());
+  EXPECT_GE(dir_->counters().journal_commits, commits + 2);
+}
+
 TEST_F(WalDirectoryTest, RenameReplacesAtomicallyAndFreesTarget) {
   auto a = dir_->Create(kRootInode, "xlogtemp.9", 0600, kUser, true);
   auto b = dir_->Create(kRootInode, kSeg, 0600, kUser, true);

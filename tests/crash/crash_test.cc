@@ -883,6 +883,14 @@ std::map<std::string, std::vector<Step>> Scenarios() {
     burst.push_back(Rename("/xlogtemp.3", s3));
     s["metadata_burst_carried_images"] = std::move(burst);
   }
+  // Unlinks of files nobody holds (the kernel has forgotten them, as after a segment's
+  // last close): each is zeroed, and its record freed by the next commit, whichever it
+  // is (pending frees, core/pool.h), so a crash leaves zeroed orphans for the next open.
+  s["unlink_forgotten_frees_ride_next_commit"] = {
+      Create(s1), Write(s1, 0, Pattern(9000, 'a')), Fsync(s1), Close(s1),
+      Create("/b"), Write("/b", 0, Pattern(5000, 'b'), true), Close("/b"),
+      Unlink(s1), Create("/xlogtemp.4"), Unlink("/b"),
+      Rename("/xlogtemp.4", s2), Mkdir("/archive_status")};
   // After mkfs --force over a used pool (see the top of this file): fresh inode and
   // dirent slots over old records, a segment and a small file from the uninitialised
   // range's two ends. One segment only: in msync mode its zeroing leaves every page of

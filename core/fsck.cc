@@ -5,7 +5,6 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,11 +22,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/all_zero.h"
 #include "core/crc32c.h"
 #include "core/journal.h"
 #include "core/pool_clients.h"
 #include "core/pool_state.h"
 #include "core/status.h"
+#include "core/validate.h"
 
 namespace walfs::core {
 namespace {
@@ -49,141 +50,13 @@ constexpr size_t kMaxPasses = 4;
 // FsckOptions::progress is called every this many blocks scanned (64 MiB).
 constexpr uint64_t kProgressBlocks = 16384;
 
-const char kZeros[format::kBlockSize] = {};
-
-bool IsZero(const char* p, uint64_t n) {
-  while (n > 0) {
-    const size_t chunk = std::min<uint64_t>(n, sizeof(kZeros));
-    if (std::memcmp(p, kZeros, chunk) != 0) return false;
-    p += chunk;
-    n -= chunk;
-  }
-  return true;
-}
-
 template <typename T>
 bool IsZeroRecord(const T& record) {
-  return IsZero(reinterpret_cast<const char*>(&record), sizeof(T));
+  return AllZero(reinterpret_cast<const char*>(&record), sizeof(T));
 }
-
-const char* TypeName(InodeType type) {
-  switch (type) {
-    case InodeType::kRegular: return "regular file";
-    case InodeType::kDirectory: return "directory";
-    case InodeType::kSymlink: return "symlink";
-    case InodeType::kFifo: return "fifo";
-    case InodeType::kSocket: return "socket";
-    case InodeType::kCharDevice: return "character device";
-    case InodeType::kBlockDevice: return "block device";
-    case InodeType::kNone: break;
-  }
-  return "none";
-}
-
-uint32_t ModeTypeBits(InodeType type) {
-  switch (type) {
-    case InodeType::kRegular: return S_IFREG;
-    case InodeType::kDirectory: return S_IFDIR;
-    case InodeType::kSymlink: return S_IFLNK;
-    case InodeType::kFifo: return S_IFIFO;
-    case InodeType::kSocket: return S_IFSOCK;
-    case InodeType::kCharDevice: return S_IFCHR;
-    case InodeType::kBlockDevice: return S_IFBLK;
-    case InodeType::kNone: break;
-  }
-  return 0;
-}
-
-uint32_t SuperblockCrc(const Superblock& sb) {
-  return Crc32c(0, &sb, offsetof(Superblock, crc));
-}
-
-// Empty when `sb` is a usable superblock for a region of `region_size` bytes; else why
-// not. Independent of ComputeLayout: only what the format needs to be read safely.
-std::string SuperblockError(const Superblock& sb, uint64_t region_size) {
-  if (sb.magic != format::kSuperblockMagic) {
-    return IsZeroRecord(sb) ? "all zero (no walfs superblock)"
-                            : "bad magic (not a walfs superblock)";
-  }
-  if (sb.version != format::kVersion) {
-    return absl::StrCat(
-        "unsupported format version ", sb.version, " (this walfs reads version ",
-        format::kVersion, ")",
-        sb.version < format::kVersion
-            ? ": the pool was made by an older mkfs.walfs; copy its files out with that "
-              "version's walfsctl export, then mkfs.walfs --force it"
-            : ": the pool was made by a newer walfs");
-  }
-  if (sb.superblock_size != sizeof(Superblock)) {
-    return absl::StrCat("superblock_size is ", sb.superblock_size, ", expected ",
-                        sizeof(Superblock));
-  }
-  const uint32_t crc = SuperblockCrc(sb);
-  if (crc != sb.crc) {
-    return absl::StrFormat("bad crc (stored %08x, computed %08x)", sb.crc, crc);
-  }
-  if (sb.block_size != format::kBlockSize) {
-    return absl::StrCat("block_size is ", sb.block_size, ", expected ", format::kBlockSize);
-  }
-  if (sb.segment_size < format::kMinSegmentSize || sb.segment_size > format::kMaxSegmentSize ||
-      !std::has_single_bit(sb.segment_size)) {
-    return absl::StrCat("segment_size ", sb.segment_size,
-                        " is not a power of two between 1 MiB and 1 GiB");
-  }
-  if (sb.inode_size != format::kInodeSize || sb.dirent_size != format::kDirentSize) {
-    return absl::StrCat("record sizes ", sb.inode_size, "/", sb.dirent_size, ", expected ",
-                        format::kInodeSize, "/", format::kDirentSize);
-  }
-  if (sb.capacity > region_size) {
-    return absl::StrCat("capacity is ", sb.capacity, " bytes but the region has only ",
-                        region_size, " (truncated pool?)");
-  }
-  if (sb.inode_count < 2 || sb.inode_count > (1ULL << 32)) {
-    return absl::StrCat("inode_count ", sb.inode_count, " is not within 2..2^32");
-  }
-  if (sb.dirent_count > (1ULL << 33)) {
-    return absl::StrCat("dirent_count ", sb.dirent_count, " exceeds 2^33");
-  }
-  if (sb.journal_offset != format::kJournalOffset || sb.journal_size != format::kJournalSize) {
-    return absl::StrCat("journal at ", sb.journal_offset, " (", sb.journal_size,
-                        " bytes), but format version 2 puts it at ", format::kJournalOffset,
-                        " (", format::kJournalSize, " bytes)");
-  }
-  struct Area {
-    const char* name;
-    uint64_t offset, count, unit;
-  };
-  const Area areas[] = {
-      {"journal", sb.journal_offset, sb.journal_size, 1},
-      {"state block", format::kStateOffset, 1, format::kBlockSize},
-      {"inode table", sb.inode_table_offset, sb.inode_count, sb.inode_size},
-      {"dirent table", sb.dirent_table_offset, sb.dirent_count, sb.dirent_size},
-      {"data area", sb.data_offset, sb.data_blocks, sb.block_size},
-  };
-  uint64_t cursor = 2 * format::kBlockSize;  // after the two superblocks
-  for (const Area& a : areas) {
-    uint64_t length, end;
-    if (a.offset % format::kBlockSize != 0) {
-      return absl::StrCat(a.name, " offset ", a.offset, " is not block-aligned");
-    }
-    if (a.offset < cursor) {
-      return absl::StrCat(a.name, " at offset ", a.offset, " overlaps what precedes it (ends at ",
-                          cursor, ")");
-    }
-    if (__builtin_mul_overflow(a.count, a.unit, &length) ||
-        __builtin_add_overflow(a.offset, length, &end) || end > sb.capacity) {
-      return absl::StrCat(a.name, " at offset ", a.offset, " (", a.count, " x ", a.unit,
-                          " bytes) does not fit in the capacity of ", sb.capacity, " bytes");
-    }
-    cursor = end;
-  }
-  return "";
-}
-
-enum class Slot : uint8_t { kFree, kCorrupt, kLive, kOrphan };
 
 struct InodeInfo {
-  Slot slot = Slot::kFree;
+  SlotKind slot = SlotKind::kFree;  // CheckInodeSlot's verdict
   InodeType type = InodeType::kNone;
   uint32_t nlink = 0;
   uint64_t size = 0;
@@ -415,7 +288,7 @@ class Checker {
   // Highest non-zero slot of a table, plus one (a damaged state record's fallback).
   uint64_t UsedHigh(uint64_t offset, uint64_t count, uint64_t size) const {
     for (uint64_t i = count; i-- > 0;) {
-      if (!IsZero(At(offset + i * size), size)) return i + 1;
+      if (!AllZero(At(offset + i * size), size)) return i + 1;
     }
     return 0;
   }
@@ -486,252 +359,98 @@ class Checker {
     }
   }
 
-  // A symlink's target lives inline in the bytes of `extents`, or out of line in the one
-  // block extents[0] names (format.h). Returns whether its extents are sound.
-  bool CheckSymlink(uint64_t ino, const std::string& where, const InodeRecord& r) {
-    if (r.extent_count > 1) {
-      Add(Severity::kError, where,
-          absl::StrCat("symlink has extent_count ", r.extent_count,
-                       "; its target is inline (0) or in one block (1)"));
-      return false;
-    }
-    const bool out_of_line = r.extent_count == 1;
-    const uint64_t min = out_of_line ? format::kMaxSymlinkTarget + 1 : 1;
-    const uint64_t max =
-        out_of_line ? format::kMaxSymlinkTargetOutOfLine : format::kMaxSymlinkTarget;
-    if (r.size < min || r.size > max) {
-      Add(Severity::kError, where,
-          absl::StrCat("symlink target length ", r.size, " is not within ", min, "..", max,
-                       out_of_line ? " (out of line)" : " (inline)"));
-      return !out_of_line;
-    }
-    const char* target = reinterpret_cast<const char*>(r.extents);
-    if (out_of_line) {
-      const Extent& x = r.extents[0];
-      if (x.count != 1 || x.block >= sb_.data_blocks) {
-        Add(Severity::kError, where,
-            absl::StrCat("symlink target block ", x.block, " +", x.count,
-                         " is not one block of the data area"));
-        return false;
-      }
-      extents_.push_back({x.block, 1, ino, true});
-      // An orphan's target may never have been written (format.h).
-      if (r.state != InodeState::kLive) return true;
-      target = At(BlockOffset(x.block));
-    }
-    if (std::memchr(target, '\0', r.size) != nullptr) {
-      Add(Severity::kError, where, "symlink target contains a NUL byte");
-    }
-    return true;
-  }
-
+  // Per-record checks are validate.h's (the ones Open makes); what fsck adds is what
+  // it keeps for the checks across records, and the repair of slot 0.
   void LoadInodes() {
     inodes_.assign(sb_.inode_count, InodeInfo{});
     // Slots from inode_high on were never used since mkfs and may hold anything.
     for (uint64_t ino = 0; ino < state_.inode_high; ++ino) {
       const InodeRecord r = ReadInode(ino);
-      if (IsZeroRecord(r)) continue;
+      const InodeCheck c =
+          CheckInodeSlot(ino, reinterpret_cast<const char*>(&r), sb_, region_.data());
       const std::string where = absl::StrCat("inode ", ino);
       if (ino == 0) {
+        if (c.problems.empty()) continue;
         // Not through the journal: recovery accepts no transaction naming slot 0, and
         // nothing refers to it, so zeroing it in place is safe even if interrupted.
         const bool fixed = options_.repair && ZeroBytes(InodeOffset(0), sb_.inode_size);
-        Add(Severity::kError, where, "reserved slot 0 is not zero", true, fixed);
+        Add(Severity::kError, where, c.problems[0], true, fixed);
         continue;
+      }
+      for (size_t i = 0; i < c.problems.size(); ++i) {
+        Add(Severity::kError, where,
+            c.kind == SlotKind::kUnusable && i == 0 ? c.problems[i] + ": the record is not used"
+                                                    : c.problems[i]);
       }
       InodeInfo& info = inodes_[ino];
-      info.slot = Slot::kCorrupt;
-      const uint32_t crc = RecordCrc(&r, sizeof(r));
-      if (crc != r.crc) {
-        Add(Severity::kError, where,
-            absl::StrFormat("bad crc (stored %08x, computed %08x): the record is not used",
-                            r.crc, crc));
+      info.slot = c.kind;
+      if (c.kind == SlotKind::kFree) continue;
+      if (c.kind == SlotKind::kUnusable) {
         ClaimExtents(ino, r);
         continue;
       }
-      const auto state = static_cast<uint8_t>(r.state);
-      const auto type = static_cast<uint8_t>(r.type);
-      if (r.state != InodeState::kLive && r.state != InodeState::kOrphan) {
-        Add(Severity::kError, where,
-            r.state == InodeState::kFree
-                ? std::string("state is free but the record is not zero")
-                : absl::StrCat("invalid state ", state));
-        ClaimExtents(ino, r);
-        continue;
-      }
-      if (type < 1 || type > format::kMaxInodeType) {
-        Add(Severity::kError, where, absl::StrCat("invalid type ", type));
-        ClaimExtents(ino, r);
-        continue;
-      }
-      info.slot = r.state == InodeState::kLive ? Slot::kLive : Slot::kOrphan;
       info.type = r.type;
       info.nlink = r.nlink;
       info.size = r.size;
-      if ((r.mode & S_IFMT) != ModeTypeBits(r.type)) {
-        Add(Severity::kError, where,
-            absl::StrFormat("mode 0%o has file-type bits that disagree with its type (%s)",
-                            r.mode, TypeName(r.type)));
-      }
-      // Every type but a device, directories and symlinks included: Open refuses them all.
-      const bool device = r.type == InodeType::kCharDevice || r.type == InodeType::kBlockDevice;
-      if (r.rdev != 0 && !device) {
-        Add(Severity::kError, where,
-            absl::StrCat("a ", TypeName(r.type), " has device number ", r.rdev));
-      }
-      if (r.type == InodeType::kDirectory && r.extent_count != 0) info.extents_ok = false;
-      if (r.type == InodeType::kSymlink) {
-        if (!CheckSymlink(ino, where, r)) info.extents_ok = false;
-        if (!info.extents_ok && damaged_extents_ino_ == 0) damaged_extents_ino_ = ino;
-        continue;
-      }
-      if (r.type == InodeType::kDirectory) {
-        if (r.extent_count != 0) {
-          Add(Severity::kError, where,
-              absl::StrCat("directory has extent_count ", r.extent_count,
-                           "; directories own no data blocks"));
+      info.extents_ok = c.extents_sound;
+      // The blocks it owns: each extent of a file that lies in the data area (a damaged
+      // one's others may still hold its data), a sound out-of-line symlink target.
+      if (r.type == InodeType::kRegular) {
+        const uint32_t n = std::min<uint32_t>(r.extent_count, format::kMaxExtents);
+        for (uint32_t i = 0; i < n; ++i) {
+          const Extent& x = r.extents[i];
+          if (ExtentInDataArea(x, sb_.data_blocks)) extents_.push_back({x.block, x.count, ino, true});
         }
-        continue;
+      } else if (r.type == InodeType::kSymlink && r.extent_count == 1 && c.extents_sound) {
+        extents_.push_back({r.extents[0].block, 1, ino, true});
       }
-      if (r.type != InodeType::kRegular) {  // FIFOs, sockets, devices: inert (format.h)
-        if (r.extent_count != 0 || r.size != 0) {
-          Add(Severity::kError, where,
-              absl::StrCat("a ", TypeName(r.type), " has extent_count ", r.extent_count,
-                           " and size ", r.size, "; it holds no data"));
-          if (r.extent_count != 0) info.extents_ok = false;
-        }
-        continue;
+      // Only files and symlinks have data that blocks no sound extent names may hold.
+      if (!c.extents_sound && damaged_extents_ino_ == 0 &&
+          (r.type == InodeType::kRegular || r.type == InodeType::kSymlink)) {
+        damaged_extents_ino_ = ino;
       }
-      uint32_t n = r.extent_count;
-      if (n > format::kMaxExtents) {
-        Add(Severity::kError, where,
-            absl::StrCat("extent_count ", n, " exceeds the maximum of ", format::kMaxExtents));
-        n = format::kMaxExtents;
-        info.extents_ok = false;
-      }
-      unsigned __int128 allocated = 0;
-      for (uint32_t i = 0; i < n; ++i) {
-        const Extent& x = r.extents[i];
-        if (x.count == 0) {
-          Add(Severity::kError, where, absl::StrCat("extent ", i, " is empty"));
-          info.extents_ok = false;
-        } else if (x.block >= sb_.data_blocks || x.count > sb_.data_blocks - x.block) {
-          Add(Severity::kError, where,
-              absl::StrCat("extent ", i, " (blocks ", x.block, " +", x.count,
-                           ") lies outside the data area of ", sb_.data_blocks, " blocks"));
-          info.extents_ok = false;
-        } else {
-          extents_.push_back({x.block, x.count, ino, true});
-          allocated += static_cast<unsigned __int128>(x.count) * sb_.block_size;
-        }
-      }
-      if (info.extents_ok && r.size > allocated) {
-        Add(Severity::kError, where,
-            absl::StrCat("size ", r.size, " exceeds the ",
-                         static_cast<uint64_t>(allocated), " bytes its extents hold"));
-        info.extents_ok = false;
-      }
-      if (!info.extents_ok && damaged_extents_ino_ == 0) damaged_extents_ino_ = ino;
-    }
-    const InodeInfo& root = inodes_[format::kRootInode];
-    if (root.slot != Slot::kLive || root.type != InodeType::kDirectory) {
-      Add(Severity::kError, absl::StrCat("inode ", format::kRootInode),
-          "the root is not a live directory");
     }
   }
 
   // ---- Dirents ---------------------------------------------------------------------
 
-  static std::string NameError(const DirentRecord& d) {
-    if (d.name_length == 0 || d.name_length > format::kMaxNameLength) {
-      return absl::StrCat("name_length ", d.name_length, " is not within 1..",
-                          format::kMaxNameLength);
-    }
-    const std::string_view name(d.name, d.name_length);
-    if (name == "." || name == "..") return "the name is \".\" or \"..\"";
-    if (name.find('/') != std::string_view::npos) return "the name contains '/'";
-    if (name.find('\0') != std::string_view::npos) return "the name contains a NUL byte";
-    if (!IsZero(d.name + d.name_length, sizeof(d.name) - d.name_length)) {
-      return "bytes after the name are not zero";
-    }
-    return "";
-  }
-
   void LoadDirents() {
+    using LinkKind = DirentLinkCheck::Kind;
     absl::flat_hash_map<std::pair<uint64_t, std::string>, uint64_t> names;
     for (uint64_t index = 0; index < state_.dirent_high; ++index) {
       const DirentRecord d = ReadDirent(index);
       if (IsZeroRecord(d)) continue;
       ++dirents_used_;
       std::string where = absl::StrCat("dirent ", index);
-      const uint32_t crc = RecordCrc(&d, sizeof(d));
-      if (crc != d.crc) {
-        Add(Severity::kError, where,
-            absl::StrFormat("bad crc (stored %08x, computed %08x): the entry is not used",
-                            d.crc, crc));
-        dirents_trusted_ = false;
-        continue;
-      }
-      if (d.in_use != 1) {
-        Add(Severity::kError, where, absl::StrCat("in_use is ", d.in_use, ", expected 1"));
-        dirents_trusted_ = false;
-        continue;
-      }
-      if (std::string e = NameError(d); !e.empty()) {
-        Add(Severity::kError, where, e);
+      if (std::string e = DirentRecordError(d, sb_.inode_count); !e.empty()) {
+        Add(Severity::kError, where, e + ": the entry is not used");
         dirents_trusted_ = false;
         continue;
       }
       std::string name(d.name, d.name_length);
       absl::StrAppend(&where, " (\"", absl::CEscape(name), "\" in directory ", d.parent, ")");
-      if (d.parent == 0 || d.parent >= sb_.inode_count || d.child == 0 ||
-          d.child >= sb_.inode_count) {
-        Add(Severity::kError, where,
-            absl::StrCat("parent ", d.parent, " or child ", d.child,
-                         " is not an inode number of this pool (1..", sb_.inode_count - 1,
-                         ")"));
-        dirents_trusted_ = false;
-        continue;
-      }
       const InodeInfo& parent = inodes_[d.parent];
       const InodeInfo& child = inodes_[d.child];
-      // Entries that name nothing real can go: no file loses data or its last name.
-      std::string droppable;
-      if (d.child == format::kRootInode) {
-        droppable = "it names the root directory, which has no entry";
-      } else if (parent.slot == Slot::kFree) {
-        droppable = absl::StrCat("its directory, inode ", d.parent, ", is free");
-      } else if (child.slot == Slot::kFree) {
-        droppable = absl::StrCat("it names inode ", d.child, ", which is free");
-      }
-      if (!droppable.empty()) {
+      const DirentLinkCheck link =
+          CheckDirentLink(d, parent.slot, parent.type, child.slot, child.type);
+      if (link.kind == LinkKind::kDroppable) {
         const bool fixed = options_.repair && DropDirent(index);
-        Add(Severity::kError, where, droppable + (fixed ? "; entry removed" : ""), true,
+        Add(Severity::kError, where, link.problem + (fixed ? "; entry removed" : ""), true,
             fixed);
         continue;
       }
-      std::string broken;
-      if (parent.slot == Slot::kCorrupt || child.slot == Slot::kCorrupt) {
-        broken = absl::StrCat("its ", parent.slot == Slot::kCorrupt ? "directory" : "child",
-                              " inode is corrupt");
-      } else if (parent.slot != Slot::kLive || parent.type != InodeType::kDirectory) {
-        broken = absl::StrCat("its parent, inode ", d.parent, ", is not a live directory");
-      } else if (child.slot != Slot::kLive) {
-        broken = absl::StrCat("it names inode ", d.child,
-                              ", an orphan (unlinked) inode");
-      }
-      if (!broken.empty()) {
-        Add(Severity::kError, where, broken);
+      if (link.kind == LinkKind::kBroken) {
+        Add(Severity::kError, where, link.problem);
         dirents_trusted_ = false;
-        const bool usable = child.slot == Slot::kCorrupt || child.slot == Slot::kLive;
+        const bool usable = child.slot == SlotKind::kUnusable || child.slot == SlotKind::kLive;
         if (options_.salvage && usable &&
-            (parent.slot == Slot::kCorrupt || (parent.slot == Slot::kLive &&
-                                               parent.type == InodeType::kDirectory))) {
+            (parent.slot == SlotKind::kUnusable ||
+             (parent.slot == SlotKind::kLive && parent.type == InodeType::kDirectory))) {
           salvage_links_.push_back(Link{index, d.parent, d.child, std::move(name)});
         }
         continue;
       }
-      if (d.type != child.type) {
+      if (link.kind == LinkKind::kWrongType) {
         bool fixed = false;
         if (options_.repair) {
           DirentRecord fixed_record = d;
@@ -739,10 +458,7 @@ class Checker {
           fixed_record.crc = RecordCrc(&fixed_record, sizeof(fixed_record));
           fixed = CommitRecord(DirentOffset(index), &fixed_record, sizeof(fixed_record));
         }
-        Add(Severity::kError, where,
-            absl::StrCat("records type ", static_cast<int>(d.type), " but inode ", d.child,
-                         " is a ", TypeName(child.type), fixed ? "; corrected" : ""),
-            true, fixed);
+        Add(Severity::kError, where, link.problem + (fixed ? "; corrected" : ""), true, fixed);
       }
       auto [it, inserted] = names.try_emplace(std::make_pair(d.parent, name), index);
       if (!inserted) {
@@ -781,7 +497,7 @@ class Checker {
 
     reachable_.assign(inodes_.size(), false);
     const InodeInfo& root = inodes_[format::kRootInode];
-    root_reachable_ = root.slot == Slot::kLive && root.type == InodeType::kDirectory;
+    root_reachable_ = root.slot == SlotKind::kLive && root.type == InodeType::kDirectory;
     if (root_reachable_) {
       std::deque<uint64_t> queue{format::kRootInode};
       reachable_[format::kRootInode] = true;
@@ -804,7 +520,7 @@ class Checker {
     std::vector<bool> walked(inodes_.size(), false);
     for (uint64_t ino = 0; ino < inodes_.size(); ++ino) {
       if (reachable_[ino] || walked[ino] || inodes_[ino].type != InodeType::kDirectory ||
-          inodes_[ino].slot != Slot::kLive) {
+          inodes_[ino].slot != SlotKind::kLive) {
         continue;
       }
       std::vector<uint64_t> chain;
@@ -829,7 +545,7 @@ class Checker {
 
     size_t unreachable = 0, unlisted_fixed = 0;
     for (uint64_t ino = 2; ino < inodes_.size(); ++ino) {
-      if (inodes_[ino].slot != Slot::kLive || reachable_[ino]) continue;
+      if (inodes_[ino].slot != SlotKind::kLive || reachable_[ino]) continue;
       // An inode no entry names at all (when every entry could be read) gets one in the
       // root, as e2fsck's lost+found: its data stays, and a human decides. One named
       // from elsewhere (a cycle) keeps its names: moving it would guess.
@@ -839,7 +555,7 @@ class Checker {
       if (options_.repair && repairable) fixed_as = Reattach(ino);
       if (++unreachable <= kMaxListed) {
         Add(Severity::kError, absl::StrCat("inode ", ino),
-            absl::StrCat("live ", TypeName(inodes_[ino].type),
+            absl::StrCat("live ", InodeTypeName(inodes_[ino].type),
                          " is not reachable from the root directory",
                          fixed_as.empty() ? "" : "; reattached as /" + fixed_as),
             repairable, !fixed_as.empty());
@@ -896,7 +612,7 @@ class Checker {
   void CheckLinkCounts() {
     for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
       const InodeInfo& info = inodes_[ino];
-      if (info.slot != Slot::kLive) continue;
+      if (info.slot != SlotKind::kLive) continue;
       if (ino != format::kRootInode && info.names == 0) continue;  // reported unreachable
       const bool dir = info.type == InodeType::kDirectory;
       const uint32_t expected = dir ? 2 + info.subdirs : info.names;
@@ -937,12 +653,12 @@ class Checker {
         if (e.trusted && other.trusted) {
           inodes_[e.ino].shares_blocks = true;
           inodes_[other.ino].shares_blocks = true;
-          if (++overlaps <= kMaxListed) {
+          // Two extents of one inode: the record's own problem, reported with it
+          // (CheckInodeSlot).
+          if (e.ino != other.ino && ++overlaps <= kMaxListed) {
             Add(Severity::kError, absl::StrCat("inode ", e.ino),
-                absl::StrCat("extent (blocks ", e.block, " +", e.count, ") overlaps ",
-                             e.ino == other.ino ? std::string("another extent of the same inode")
-                                                : absl::StrCat("inode ", other.ino),
-                             " (blocks ", other.block, " +", other.count, ")"));
+                absl::StrCat("extent (blocks ", e.block, " +", e.count, ") overlaps inode ",
+                             other.ino, " (blocks ", other.block, " +", other.count, ")"));
           }
         }
         if (end > run_end) {
@@ -968,7 +684,7 @@ class Checker {
   void ReclaimOrphans() {
     for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
       const InodeInfo& info = inodes_[ino];
-      if (info.slot != Slot::kOrphan) continue;
+      if (info.slot != SlotKind::kOrphan) continue;
       const InodeRecord r = ReadInode(ino);
       uint64_t blocks = 0;
       const bool owns_blocks =
@@ -985,7 +701,7 @@ class Checker {
         fixed = FreeInode(ino);
       }
       Add(Severity::kWarning, absl::StrCat("inode ", ino),
-          absl::StrCat("orphan ", TypeName(info.type), " (unlinked, ", blocks,
+          absl::StrCat("orphan ", InodeTypeName(info.type), " (unlinked, ", blocks,
                        " blocks): ", fixed ? "reclaimed" : "reclaimable"),
           repairable, fixed);
     }
@@ -994,7 +710,7 @@ class Checker {
   void CheckFileTails() {
     for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
       const InodeInfo& info = inodes_[ino];
-      if (info.slot != Slot::kLive || !info.extents_ok || info.shares_blocks) continue;
+      if (info.slot != SlotKind::kLive || !info.extents_ok || info.shares_blocks) continue;
       const InodeRecord r = ReadInode(ino);
       std::vector<std::pair<uint64_t, uint64_t>> dirty;  // pool offset, length
       uint64_t file_offset = 0;
@@ -1003,7 +719,7 @@ class Checker {
         if (file_offset + bytes > r.size) {
           const uint64_t skip = r.size > file_offset ? r.size - file_offset : 0;
           const uint64_t start = BlockOffset(r.extents[i].block) + skip;
-          if (!IsZero(At(start), bytes - skip)) dirty.emplace_back(start, bytes - skip);
+          if (!AllZero(At(start), bytes - skip)) dirty.emplace_back(start, bytes - skip);
         }
         file_offset += bytes;
       }
@@ -1063,7 +779,7 @@ class Checker {
         if (options_.progress && ++scanned % kProgressBlocks == 0) {
           options_.progress(scanned, to_scan);
         }
-        const bool zero = IsZero(At(BlockOffset(b)), sb_.block_size);
+        const bool zero = AllZero(At(BlockOffset(b)), sb_.block_size);
         if (!zero && dirty_begin == end) dirty_begin = b;
         if (zero && dirty_begin != end) {
           report_run(dirty_begin, b);
@@ -1121,9 +837,9 @@ class Checker {
     r.inodes_total = sb_.inode_count - 1;
     for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
       const InodeInfo& info = inodes_[ino];
-      if (info.slot == Slot::kFree) ++r.inodes_free;
-      if (info.slot == Slot::kOrphan) ++r.inodes_orphan;
-      if (info.slot != Slot::kLive) continue;
+      if (info.slot == SlotKind::kFree) ++r.inodes_free;
+      if (info.slot == SlotKind::kOrphan) ++r.inodes_orphan;
+      if (info.slot != SlotKind::kLive) continue;
       ++r.inodes_live;
       if (info.type == InodeType::kRegular) ++r.files;
       if (info.type == InodeType::kDirectory) ++r.dirs;
@@ -1144,14 +860,14 @@ class Checker {
     for (const Link& l : salvage_links_) children[l.parent].push_back(&l);
     std::vector<bool> listed(inodes_.size(), false);
     std::vector<std::pair<uint64_t, std::string>> stack{{format::kRootInode, "/"}};
-    if (inodes_[format::kRootInode].slot != Slot::kLive) return;
+    if (inodes_[format::kRootInode].slot != SlotKind::kLive) return;
     listed[format::kRootInode] = true;
     while (!stack.empty()) {
       auto [ino, path] = std::move(stack.back());
       stack.pop_back();
       const InodeRecord record = ReadInode(ino);
       report_->files_list.push_back(
-          FsckFile{path, ino, record, inodes_[ino].slot == Slot::kCorrupt,
+          FsckFile{path, ino, record, inodes_[ino].slot == SlotKind::kUnusable,
                    record.type == InodeType::kSymlink ? SymlinkTarget(region_, sb_, record)
                                                       : std::string()});
       // Only a directory has children. Entries that name anything else as their parent
@@ -1380,7 +1096,7 @@ std::string FsckReportJson(const FsckReport& report) {
       const FsckFile& f = report.files_list[i];
       const InodeRecord& r = f.record;
       absl::StrAppend(&out, i ? "," : "", "{\"path\":", JsonQuote(f.path),
-                      ",\"ino\":", f.ino, ",\"type\":", JsonQuote(TypeName(r.type)),
+                      ",\"ino\":", f.ino, ",\"type\":", JsonQuote(InodeTypeName(r.type)),
                       ",\"size\":", r.size, ",\"mode\":", JsonQuote(absl::StrFormat("%04o", r.mode & 07777)),
                       ",\"uid\":", r.uid, ",\"gid\":", r.gid, ",\"nlink\":", r.nlink,
                       ",\"mtime_ns\":", r.mtime_ns, ",\"generation\":", r.generation,

@@ -1,8 +1,11 @@
 // Fsck: an independent checker (and careful repairer) of a walfs pool's on-media format.
 //
-// It reads the raw bytes described by core/format.h and nothing else: it shares no code
-// with WalDirectory but the state record's field checks (core/pool_state.h), so a bug in the namespace, journal or allocator shows up here as a
-// broken invariant instead of being read back the same wrong way.
+// It reads the raw bytes described by core/format.h and nothing else. With pool open it
+// shares only the definition of a valid record (core/validate.h) and the journal's slot
+// parser (core/journal.h), so both say the same about the same damage; the checks across
+// records (shared blocks, the tree, link counts, free space) are its own, so a bug in
+// the namespace, journal replay or allocator shows up here as a broken invariant instead
+// of being read back the same wrong way.
 //
 // Every offset, length and index read from the pool is bounds-checked before use, and
 // every walk over links (directory tree, parent chains) carries a visited set: a

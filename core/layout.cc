@@ -90,49 +90,6 @@ absl::StatusOr<format::Superblock> ComputeLayout(uint64_t capacity,
   return sb;
 }
 
-absl::Status ValidateSuperblock(const format::Superblock& sb, uint64_t region_size) {
-  if (sb.magic != format::kSuperblockMagic) {
-    return absl::DataLossError("bad magic (not a walfs pool)");
-  }
-  if (Crc32c(0, &sb, offsetof(format::Superblock, crc)) != sb.crc) {
-    return absl::DataLossError("checksum mismatch");
-  }
-  if (sb.version != format::kVersion) {
-    return absl::DataLossError(absl::StrCat(
-        "unsupported format version ", sb.version, " (this walfs reads version ",
-        format::kVersion, ")",
-        sb.version < format::kVersion
-            ? ": the pool was made by an older mkfs.walfs; copy its files out with that "
-              "version's walfsctl export, then mkfs.walfs --force it (README: Format versions)"
-            : ": the pool was made by a newer walfs"));
-  }
-  if (sb.superblock_size != sizeof(format::Superblock) || sb.block_size != kBlockSize ||
-      sb.inode_size != format::kInodeSize || sb.dirent_size != format::kDirentSize ||
-      sb.journal_offset != format::kJournalOffset || sb.journal_size != format::kJournalSize) {
-    return absl::DataLossError("record sizes or journal placement differ from format v2");
-  }
-  if (sb.capacity > region_size) {
-    return absl::DataLossError(absl::StrCat("pool capacity ", sb.capacity,
-                                            " exceeds the file/device size ", region_size,
-                                            " (truncated pool?)"));
-  }
-  FormatOptions opts;
-  opts.segment_size = sb.segment_size;
-  opts.inode_count = sb.inode_count;
-  auto expected = ComputeLayout(sb.capacity, opts);
-  if (!expected.ok()) {
-    return absl::DataLossError(
-        absl::StrCat("inconsistent geometry: ", expected.status().message()));
-  }
-  if (expected->inode_table_offset != sb.inode_table_offset ||
-      expected->dirent_table_offset != sb.dirent_table_offset ||
-      expected->dirent_count != sb.dirent_count || expected->data_offset != sb.data_offset ||
-      expected->data_blocks != sb.data_blocks) {
-    return absl::DataLossError("inconsistent geometry: table offsets or counts do not match");
-  }
-  return absl::OkStatus();
-}
-
 absl::Status FormatPool(PersistentRegion& region, const FormatOptions& options) {
   auto layout = ComputeLayout(region.size(), options);
   if (!layout.ok()) return layout.status();

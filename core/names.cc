@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "core/format.h"
 #include "core/status.h"
+#include "core/validate.h"
 
 namespace walfs::core {
 namespace {
@@ -30,11 +31,7 @@ bool IsWalSegmentName(std::string_view name) {
 
 absl::Status ValidateName(std::string_view name) {
   if (name.size() > format::kMaxNameLength) return PosixError(name.substr(0, 32), ENAMETOOLONG);
-  if (name.empty() || name == "." || name == ".." ||
-      name.find('/') != std::string_view::npos ||
-      name.find('\0') != std::string_view::npos) {
-    return PosixError("invalid name", EINVAL);
-  }
+  if (!NameError(name).empty()) return PosixError("invalid name", EINVAL);
   return absl::OkStatus();
 }
 

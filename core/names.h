@@ -13,8 +13,8 @@ namespace walfs::core {
 // "xlogtemp.<anything>" (PostgreSQL's temporary segment, see XLogFileInitInternal).
 bool IsWalSegmentName(std::string_view name);
 
-// OK for a name a directory entry may have: 1..255 bytes, no '/', no NUL, not "." or
-// "..". ENAMETOOLONG / EINVAL otherwise.
+// OK for a name a directory entry may have (NameError, core/validate.h: 1..255 bytes,
+// no '/', no NUL, not "." or ".."). ENAMETOOLONG / EINVAL otherwise.
 absl::Status ValidateName(std::string_view name);
 
 }  // namespace walfs::core

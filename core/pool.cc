@@ -1,8 +1,6 @@
 // Pool: open, validation, recovery, and the metadata helpers shared by every operation.
 #include "core/pool.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -12,9 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/all_zero.h"
-#include "core/crc32c.h"
-#include "core/names.h"
 #include "core/status.h"
+#include "core/validate.h"
 
 namespace walfs::core {
 namespace {
@@ -22,19 +19,6 @@ namespace {
 using format::kBlockSize;
 
 }  // namespace
-
-uint32_t TypeBits(format::InodeType t) {
-  switch (t) {
-    case format::InodeType::kRegular: return S_IFREG;
-    case format::InodeType::kDirectory: return S_IFDIR;
-    case format::InodeType::kSymlink: return S_IFLNK;
-    case format::InodeType::kFifo: return S_IFIFO;
-    case format::InodeType::kSocket: return S_IFSOCK;
-    case format::InodeType::kCharDevice: return S_IFCHR;
-    case format::InodeType::kBlockDevice: return S_IFBLK;
-    default: return 0;
-  }
-}
 
 int64_t NowNs() {
   timespec ts;
@@ -61,26 +45,25 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Open(std::unique_ptr<PersistentRegio
                                             " bytes: too small to hold a superblock"));
   }
   format::Superblock sbs[2];
-  absl::Status errors[2];
+  std::string errors[2];
   for (int i = 0; i < 2; ++i) {
     std::memcpy(&sbs[i], region->data() + format::kSuperblockOffset[i], sizeof(sbs[i]));
-    errors[i] = ValidateSuperblock(sbs[i], region->size());
+    errors[i] = SuperblockError(sbs[i], region->size());
   }
-  if (!errors[0].ok() && !errors[1].ok()) {
+  if (!errors[0].empty() && !errors[1].empty()) {
     if (sbs[0].magic != format::kSuperblockMagic && sbs[1].magic != format::kSuperblockMagic) {
       return absl::DataLossError("not a walfs pool (no superblock magic; run mkfs.walfs)");
     }
-    return absl::DataLossError(absl::StrCat("both superblocks are damaged: A: ",
-                                            errors[0].message(), "; B: ",
-                                            errors[1].message()));
+    return absl::DataLossError(
+        absl::StrCat("both superblocks are damaged: A: ", errors[0], "; B: ", errors[1]));
   }
   // One bad copy is survivable, but we refuse to run on a pool that is already damaged:
   // fsck.walfs --repair restores it from the good copy.
   for (int i = 0; i < 2; ++i) {
-    if (!errors[i].ok()) {
+    if (!errors[i].empty()) {
       return absl::DataLossError(absl::StrCat("superblock ", i == 0 ? "A" : "B",
                                               " (offset ", format::kSuperblockOffset[i],
-                                              ") is damaged: ", errors[i].message(),
+                                              ") is damaged: ", errors[i],
                                               "; run fsck.walfs --repair"));
     }
   }
@@ -158,90 +141,45 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay,
   return absl::OkStatus();
 }
 
+// Per-record checks are validate.h's (fsck makes the same); the cross-record ones that
+// need the whole table stay here and in CheckTree (see validate.h for why).
 absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& overlay) {
   inodes_.resize(sb_.inode_count);
-  // Slot 0 is reserved and always zero (format.h): anything there was written by damage.
-  if (!AllZero(region_->data() + sb_.inode_table_offset, format::kInodeSize)) {
-    return absl::DataLossError(absl::StrCat("reserved inode slot 0 (offset ",
-                                            sb_.inode_table_offset, ") is not zero"));
-  }
-  const uint64_t data_bytes = sb_.data_blocks * kBlockSize;
-  // Slots at or above inode_high_ were never used (format.h) and are not read.
-  for (uint64_t ino = inode_high_ - 1; ino >= 1; --ino) {
+  // Slots at or above inode_high_ were never used (format.h) and are not read. Slot 0 is
+  // read from home: no transaction names it (ParseJournalSlot).
+  for (uint64_t ino = inode_high_; ino-- > 0;) {
     const uint64_t off = sb_.inode_table_offset + ino * format::kInodeSize;
     const auto ov = overlay.find(off);
     const char* raw = ov != overlay.end() ? ov->second : region_->data() + off;
-    if (AllZero(raw, format::kInodeSize)) {
-      if (ino == format::kRootInode) {
-        return absl::DataLossError("root inode (1) is free");
-      }
-      free_inodes_.push_back(ino);
+    const InodeCheck check = CheckInodeSlot(ino, raw, sb_, region_->data());
+    if (!check.problems.empty()) {
+      return absl::DataLossError(
+          absl::StrCat("inode ", ino, " (offset ", off, "): ", check.problems[0]));
+    }
+    if (check.kind == SlotKind::kFree) {
+      if (ino != 0) free_inodes_.push_back(ino);
       continue;
     }
-    auto where = [&] { return absl::StrCat("inode ", ino, " (offset ", off, "): "); };
-    format::InodeRecord rec;
-    std::memcpy(&rec, raw, sizeof(rec));
-    if (RecordCrc(&rec, sizeof(rec)) != rec.crc) {
-      return absl::DataLossError(absl::StrCat(where(), "checksum mismatch"));
-    }
-    if (rec.state != format::InodeState::kLive && rec.state != format::InodeState::kOrphan) {
-      return absl::DataLossError(
-          absl::StrCat(where(), "invalid state ", static_cast<int>(rec.state)));
-    }
-    const uint32_t type_bits = TypeBits(rec.type);
-    if (type_bits == 0 || (rec.mode & S_IFMT) != type_bits) {
-      return absl::DataLossError(absl::StrCat(where(), "invalid type/mode"));
-    }
-    if (rec.rdev != 0 && rec.type != format::InodeType::kCharDevice &&
-        rec.type != format::InodeType::kBlockDevice) {
-      return absl::DataLossError(absl::StrCat(where(), "device number on a non-device"));
-    }
-    const bool out_of_line = rec.type == format::InodeType::kSymlink && rec.extent_count == 1;
-    if (rec.extent_count > format::kMaxExtents ||
-        (rec.type != format::InodeType::kRegular && rec.extent_count != 0 && !out_of_line) ||
-        (out_of_line && rec.extents[0].count != 1)) {
-      return absl::DataLossError(
-          absl::StrCat(where(), "invalid extent count ", rec.extent_count));
-    }
-    for (uint32_t i = 0; i < rec.extent_count; ++i) {
-      absl::Status s = alloc_.Reserve(rec.extents[i]);
-      if (!s.ok()) return absl::DataLossError(absl::StrCat(where(), s.message()));
+    auto in = std::make_unique<Inode>();
+    std::memcpy(&in->rec, raw, sizeof(in->rec));
+    const format::InodeRecord& rec = in->rec;
+    // Blocks owned by two inodes, or in the range no file has used since mkfs.
+    const bool owns_blocks = rec.type == format::InodeType::kRegular ||
+                             (rec.type == format::InodeType::kSymlink && rec.extent_count == 1);
+    for (uint32_t i = 0; owns_blocks && i < rec.extent_count; ++i) {
       const format::Extent& x = rec.extents[i];
+      absl::Status s = alloc_.Reserve(x);
+      if (!s.ok()) {
+        return absl::DataLossError(
+            absl::StrCat("inode ", ino, " (offset ", off, "): ", s.message()));
+      }
       if (x.block < guard_.uninit_end() && x.block + x.count > guard_.uninit_begin()) {
         return absl::DataLossError(absl::StrCat(
-            where(), "extent [", x.block, ", +", x.count,
+            "inode ", ino, " (offset ", off, "): extent [", x.block, ", +", x.count,
             ") lies in the range no file has used since mkfs (blocks ", guard_.uninit_begin(),
             "..", guard_.uninit_end(), ")"));
       }
     }
-    const uint64_t limit = rec.type != format::InodeType::kSymlink
-                               ? AllocatedBlocks(rec) * kBlockSize
-                           : out_of_line ? format::kMaxSymlinkTargetOutOfLine
-                                         : format::kMaxSymlinkTarget;
-    if (rec.type != format::InodeType::kDirectory && rec.size > limit) {
-      return absl::DataLossError(absl::StrCat(where(), "size ", rec.size,
-                                              " exceeds its allocation of ", limit));
-    }
-    // An orphan's out-of-line target may never have been written (format.h).
-    if (rec.type == format::InodeType::kSymlink &&
-        (rec.size == 0 || (out_of_line && rec.size <= format::kMaxSymlinkTarget) ||
-         (rec.state == format::InodeState::kLive &&
-          std::memchr(out_of_line ? region_->data() + sb_.data_offset +
-                                        rec.extents[0].block * kBlockSize
-                                  : reinterpret_cast<const char*>(rec.extents),
-                      '\0', rec.size) != nullptr))) {
-      return absl::DataLossError(absl::StrCat(where(), "invalid symlink target"));
-    }
-    // A directory's size is not used (stat shows one block), and fsck does not judge it.
-    if (rec.type != format::InodeType::kDirectory && rec.size > data_bytes) {
-      return absl::DataLossError(absl::StrCat(where(), "size ", rec.size, " exceeds the pool"));
-    }
-    if (ino == format::kRootInode && (rec.type != format::InodeType::kDirectory ||
-                                      rec.state != format::InodeState::kLive)) {
-      return absl::DataLossError("root inode (1) is not a live directory");
-    }
-    auto in = std::make_unique<Inode>();
-    in->rec = rec;
     next_generation_ = std::max(next_generation_, rec.generation + 1);
     inodes_[ino] = std::move(in);
   }
@@ -249,6 +187,13 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
 }
 
 absl::Status Pool::LoadDirents(const absl::flat_hash_map<uint64_t, const char*>& overlay) {
+  auto kind = [](const Inode* in) {
+    if (in == nullptr) return SlotKind::kFree;
+    return in->rec.state == format::InodeState::kLive ? SlotKind::kLive : SlotKind::kOrphan;
+  };
+  auto type = [](const Inode* in) {
+    return in == nullptr ? format::InodeType::kNone : in->rec.type;
+  };
   for (uint64_t slot = dirent_high_; slot-- > 0;) {
     const uint64_t off = sb_.dirent_table_offset + slot * format::kDirentSize;
     const auto ov = overlay.find(off);
@@ -260,34 +205,16 @@ absl::Status Pool::LoadDirents(const absl::flat_hash_map<uint64_t, const char*>&
     auto where = [&] { return absl::StrCat("directory entry ", slot, " (offset ", off, "): "); };
     format::DirentRecord d;
     std::memcpy(&d, raw, sizeof(d));
-    if (RecordCrc(&d, sizeof(d)) != d.crc) {
-      return absl::DataLossError(absl::StrCat(where(), "checksum mismatch"));
+    std::string error = DirentRecordError(d, sb_.inode_count);
+    Inode* parent = nullptr;
+    Inode* child = nullptr;
+    if (error.empty()) {
+      parent = Find(d.parent);
+      child = Find(d.child);
+      error = CheckDirentLink(d, kind(parent), type(parent), kind(child), type(child)).problem;
     }
-    if (d.in_use != 1 || d.name_length == 0 || d.name_length > format::kMaxNameLength) {
-      return absl::DataLossError(absl::StrCat(where(), "invalid header"));
-    }
+    if (!error.empty()) return absl::DataLossError(absl::StrCat(where(), error));
     const std::string_view name(d.name, d.name_length);
-    if (!ValidateName(name).ok()) {
-      return absl::DataLossError(absl::StrCat(where(), "invalid name"));
-    }
-    if (!AllZero(d.name + d.name_length, sizeof(d.name) - d.name_length)) {
-      return absl::DataLossError(absl::StrCat(where(), "bytes after the name are not zero"));
-    }
-    Inode* parent = Find(d.parent);
-    if (parent == nullptr || parent->rec.type != format::InodeType::kDirectory ||
-        parent->rec.state != format::InodeState::kLive) {
-      return absl::DataLossError(
-          absl::StrCat(where(), "parent ", d.parent, " is not a live directory"));
-    }
-    Inode* child = Find(d.child);
-    if (child == nullptr || child->rec.state != format::InodeState::kLive ||
-        d.child == format::kRootInode) {
-      return absl::DataLossError(
-          absl::StrCat(where(), "names inode ", d.child, ", which is not live"));
-    }
-    if (child->rec.type != d.type) {
-      return absl::DataLossError(absl::StrCat(where(), "type differs from inode ", d.child));
-    }
     if (parent->names.contains(AsKey(name))) {
       return absl::DataLossError(absl::StrCat(where(), "duplicate name \"", AsKey(name),
                                               "\" in directory ", d.parent));

@@ -49,15 +49,13 @@
 #include "core/mutex.h"
 #include "core/persistent_region.h"
 #include "core/pool_state.h"
+#include "core/validate.h"
 #include "core/wal_directory.h"
 
 namespace walfs::core {
 
 // CLOCK_REALTIME in nanoseconds, for inode times.
 int64_t NowNs();
-
-// The S_IFMT bits of an inode type (0 for an invalid one).
-uint32_t TypeBits(format::InodeType t);
 
 // Debian's Abseil has its own string_view type; containers keyed by std::string look
 // names up through this.

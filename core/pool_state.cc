@@ -1,4 +1,4 @@
-// PoolState validation and FreeSpaceGuard.
+// PoolState helpers and FreeSpaceGuard (the record's validation is core/validate.h).
 #include "core/pool_state.h"
 
 #include <algorithm>
@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "core/all_zero.h"
 #include "core/crc32c.h"
 
@@ -16,50 +15,6 @@ namespace {
 using format::kBlockSize;
 
 }  // namespace
-
-std::string PoolStateError(const format::PoolState& state, const format::Superblock& sb,
-                           uint64_t region_size) {
-  const uint32_t crc = RecordCrc(&state, sizeof(state));
-  if (state.magic != format::kStateMagic) {
-    return AllZero(reinterpret_cast<const char*>(&state), sizeof(state))
-               ? "all zero (no state record)"
-               : "bad magic";
-  }
-  if (crc != state.crc) {
-    return absl::StrFormat("bad crc (stored %08x, computed %08x)", state.crc, crc);
-  }
-  if (state.reserved0 != 0 ||
-      !AllZero(reinterpret_cast<const char*>(state.reserved1), sizeof(state.reserved1))) {
-    return "reserved bytes are not zero";
-  }
-  if (state.inode_high < 2 || state.inode_high > sb.inode_count) {
-    return absl::StrCat("inode_high ", state.inode_high, " is not within 2..",
-                        sb.inode_count);
-  }
-  if (state.dirent_high > sb.dirent_count) {
-    return absl::StrCat("dirent_high ", state.dirent_high, " exceeds the ", sb.dirent_count,
-                        " dirent slots");
-  }
-  // The data area: at least what mkfs made, and within the region (a grown pool whose
-  // file was cut back by hand is refused here, not read past its end).
-  uint64_t data_bytes, data_end;
-  if (state.data_blocks < sb.data_blocks) {
-    return absl::StrCat("data_blocks ", state.data_blocks,
-                        " is below the superblock's ", sb.data_blocks);
-  }
-  if (__builtin_mul_overflow(state.data_blocks, kBlockSize, &data_bytes) ||
-      __builtin_add_overflow(sb.data_offset, data_bytes, &data_end) ||
-      data_end > region_size) {
-    return absl::StrCat("data area of ", state.data_blocks, " blocks at offset ",
-                        sb.data_offset, " does not fit in the region of ", region_size,
-                        " bytes (a grown pool's file cut back?)");
-  }
-  if (state.uninit_begin > state.uninit_end || state.uninit_end > state.data_blocks) {
-    return absl::StrCat("uninitialised range [", state.uninit_begin, ", ", state.uninit_end,
-                        ") is not within the ", state.data_blocks, " data blocks");
-  }
-  return "";
-}
 
 format::Superblock CurrentGeometry(const format::Superblock& sb,
                                    const format::PoolState& state) {

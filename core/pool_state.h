@@ -1,4 +1,5 @@
-// PoolState (format.h) checks, and FreeSpaceGuard: how free space is kept zero without
+// PoolState (format.h) helpers (its validation: PoolStateError, core/validate.h), and
+// FreeSpaceGuard: how free space is kept zero without
 // reading the pool at open.
 //
 // The format's invariant is that free data blocks read as zero (zero elision relies on
@@ -25,12 +26,6 @@
 #include "core/persistent_region.h"
 
 namespace walfs::core {
-
-// Empty when `state` (crc included) is valid for the pool `sb` describes in a region of
-// `region_size` bytes; else why not. The record is untrusted input: every field is
-// checked against the geometry, and the data area it gives must fit in the region.
-std::string PoolStateError(const format::PoolState& state, const format::Superblock& sb,
-                           uint64_t region_size);
 
 // The pool's current geometry: `sb` with data_blocks and capacity as `state` (valid for
 // it) says, which differ from what mkfs wrote once the pool was grown (format.h).

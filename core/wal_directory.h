@@ -342,10 +342,6 @@ absl::StatusOr<GrowResult> GrowPool(std::unique_ptr<PersistentRegion> region,
 // a data area of at least `data_bytes`.
 absl::StatusOr<uint64_t> PoolSizeFor(uint64_t data_bytes, const FormatOptions& options);
 
-// Checks a superblock's magic, version, crc and geometry against a region size; the
-// error says which field is wrong.
-absl::Status ValidateSuperblock(const format::Superblock& sb, uint64_t region_size);
-
 }  // namespace walfs::core
 
 #endif  // WALFS_CORE_WAL_DIRECTORY_H_

@@ -79,8 +79,8 @@ expect_intact() {
 
 # kind | daemon's refusal | fsck's report | repair exit | repair output (refusals)
 CASES=(
-  "sb-a-crc|superblock A \(offset 0\) is damaged: checksum mismatch|superblock A: bad crc|1|"
-  "sb-b-crc|superblock B \(offset 4096\) is damaged: checksum mismatch|superblock B: bad crc|1|"
+  "sb-a-crc|superblock A \(offset 0\) is damaged: bad crc \(stored|superblock A: bad crc|1|"
+  "sb-b-crc|superblock B \(offset 4096\) is damaged: bad crc \(stored|superblock B: bad crc|1|"
   "sb-both|both superblocks are damaged|no valid superblock|4|not repaired: 3 error"
   "journal-garbage|committed transaction 1000 is invalid: entry 0: offset 4096 lies outside|committed transaction 1000 is invalid|1|"
   "extent-outside|lies outside the data area|lies outside the data area|4|may hold data of inode"
@@ -91,8 +91,8 @@ CASES=(
   "state-uninit|lies in the range no file has used since mkfs|owned by a file but lie in the range no file has used since mkfs|1|"
   "state-size|does not fit in the region of [0-9]+ bytes|state record: data area of [0-9]+ blocks at offset [0-9]+ does not fit|1|"
   "lost-file|live but has no name|is not reachable from the root directory|1|"
-  "inode-crc|checksum mismatch|bad crc \(stored|4|no safe automatic repair"
-  "dirent-free-inode|names inode [0-9]+, which is not live|which is free|1|"
+  "inode-crc|inode [0-9]+ \(offset [0-9]+\): bad crc \(stored|bad crc \(stored|4|no safe automatic repair"
+  "dirent-free-inode|it names inode [0-9]+, which is free|which is free|1|"
   "truncated|truncated pool|truncated pool|4|no safe automatic repair"
 )
 for c in "${CASES[@]}"; do

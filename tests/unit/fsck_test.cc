@@ -24,7 +24,8 @@ namespace f = format;
 
 constexpr uint64_t kPoolSize = 2 << 20;
 constexpr uint64_t kInodes = 64;
-constexpr uint64_t kDirents = 64;
+// As mkfs lays it out (ComputeLayout): two entries per inode.
+constexpr uint64_t kDirents = 2 * kInodes;
 
 // A small pool written by hand: superblocks, an empty journal, the root directory.
 class HandPool {
@@ -320,7 +321,7 @@ TEST(FsckTest, GeometryOutsideCapacityIsReported) {
   pool.Put(f::kSuperblockOffset[1], sb);
   FsckReport r = Check(pool.region(), true);
   EXPECT_FALSE(r.superblock_valid);
-  ASSERT_NE(Find(r, "does not fit in the capacity"), nullptr) << Describe(r);
+  ASSERT_NE(Find(r, "inconsistent geometry: data_blocks is"), nullptr) << Describe(r);
 }
 
 TEST(FsckTest, JournalTargetingOutsideTheTablesIsDiscarded) {
@@ -876,7 +877,7 @@ TEST(FsckWithCoreTest, RepairedReservedSlotOpens) {
   image[sb->inode_table_offset + 40] = 7;
   MemoryRegion region(image);
   FsckReport report = Check(region, true);
-  ASSERT_NE(Find(report, "reserved slot 0"), nullptr) << Describe(report);
+  ASSERT_NE(Find(report, "reserved inode slot 0"), nullptr) << Describe(report);
   EXPECT_TRUE(report.clean()) << Describe(report);
   auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(region.bytes()));
   EXPECT_TRUE(dir.ok()) << dir.status();

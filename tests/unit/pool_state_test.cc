@@ -15,6 +15,7 @@
 #include "core/fsck.h"
 #include "core/memory_region.h"
 #include "core/status.h"
+#include "core/validate.h"
 #include "core/wal_directory.h"
 #include "tests/unit/test_pool.h"
 

@@ -1061,7 +1061,9 @@ TEST(WalDirectoryCorruption, InvalidSymlinkTargetsAreRefused) {
     r->crc = RecordCrc(r, sizeof(*r));
     auto dir = WalDirectory::Open(std::make_unique<MemoryRegion>(bad));
     ASSERT_FALSE(dir.ok()) << variant;
-    EXPECT_NE(dir.status().message().find("invalid symlink target"), std::string::npos)
+    EXPECT_NE(dir.status().message().find(variant == 0 ? "symlink target length 0 is not within"
+                                                       : "symlink target contains a NUL byte"),
+              std::string::npos)
         << dir.status();
   }
 }

@@ -125,7 +125,10 @@ kill_if_walfs() {
 mount_walfs() {
   local pool=$1 mnt=$2
   shift 2
-  mkdir -p "$mnt"
+  # A dead mount a killed daemon left answers stat with ENOTCONN unless the kernel still
+  # caches the root's attributes, and mkdir -p stats what exists: make only a mount point
+  # that is not one already (mountinfo is read without touching the mount).
+  if ! grep -qF " $mnt " /proc/self/mountinfo; then mkdir -p "$mnt"; fi
   local logf
   logf=$(mktemp /tmp/walfs-daemon.XXXXXX.log)
   "$WALFS" "$pool" "$mnt" -f "$@" >"$logf" 2>&1 &

@@ -765,8 +765,16 @@ class Checker {
     // Blocks inside the uninitialised range are no file's and may hold anything (read
     // when scanning: a repair below may empty the range).
     uint64_t scanned = 0, to_scan = 0;
+    auto count_scanned = [&](uint64_t blocks) {
+      const uint64_t before = scanned;
+      scanned += blocks;
+      if (options_.progress && scanned / kProgressBlocks != before / kProgressBlocks) {
+        options_.progress(scanned, to_scan);
+      }
+    };
     auto scan_gap = [&](uint64_t begin, uint64_t end) {
       uint64_t dirty_begin = end;
+      uint64_t maybe_data_end = begin;  // blocks below it were found to be possibly data
       for (uint64_t b = begin; b < end; ++b) {
         if (b >= state_.uninit_begin && b < state_.uninit_end) {
           if (dirty_begin != end) {
@@ -776,9 +784,32 @@ class Checker {
           b = state_.uninit_end - 1;
           continue;
         }
-        if (options_.progress && ++scanned % kProgressBlocks == 0) {
-          options_.progress(scanned, to_scan);
+        if (b >= maybe_data_end) {
+          // Holes of the pool file read as zeros: skip them unread.
+          const PersistentRegion::DataRange data =
+              region_.MaybeData(BlockOffset(b), BlockOffset(end));
+          const uint64_t first =
+              std::min(end, (data.begin - sb_.data_offset) / sb_.block_size);
+          maybe_data_end = std::min(
+              end, (data.end - sb_.data_offset + sb_.block_size - 1) / sb_.block_size);
+          if (first > b) {
+            if (dirty_begin != end) {
+              report_run(dirty_begin, b);
+              dirty_begin = end;
+            }
+            // Up to the uninitialised range at most (it is not in to_scan), and ask
+            // again past it.
+            uint64_t skip_end = first;
+            if (b < state_.uninit_begin && state_.uninit_begin < skip_end) {
+              skip_end = state_.uninit_begin;
+              maybe_data_end = skip_end;
+            }
+            count_scanned(skip_end - b);
+            b = skip_end - 1;
+            continue;
+          }
         }
+        count_scanned(1);
         const bool zero = AllZero(At(BlockOffset(b)), sb_.block_size);
         if (!zero && dirty_begin == end) dirty_begin = b;
         if (zero && dirty_begin != end) {

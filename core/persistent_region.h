@@ -71,6 +71,21 @@ class PersistentRegion {
     Drain();
   }
 
+  // The first part of [off, end) that may hold a non-zero byte: {begin, stop} with
+  // off <= begin < stop <= end, or {end, end} when all of [off, end) reads as zeros
+  // without being read. Everything in [off, begin) is known to be zero; [begin, stop)
+  // must be read to know. A file-backed region asks the file system for its holes
+  // (SEEK_DATA/SEEK_HOLE), which read as zeros by definition, so a check that free
+  // space is zero costs a system call for never-written space instead of a read (which
+  // on tmpfs would also allocate and clear every page it touches). The default knows
+  // nothing: all of it may hold data. Thread-safe; a hint for checks, never for what
+  // to store.
+  struct DataRange {
+    uint64_t begin;
+    uint64_t end;
+  };
+  virtual DataRange MaybeData(uint64_t off, uint64_t end) const { return {off, end}; }
+
   // OK while every persist so far has succeeded. After the first failed one it returns
   // that failure (DataLoss, hence EIO) for good: the stores it covered may be lost, and
   // Linux reports a writeback error only once, so a later msync of the same pages may

@@ -42,6 +42,12 @@ class ScopedFd {
   ScopedFd(const ScopedFd&) = delete;
   ScopedFd& operator=(const ScopedFd&) = delete;
   int get() const { return fd_; }
+  // Gives up ownership.
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
   int fd_;
@@ -51,7 +57,26 @@ class ScopedFd {
 // functions once, at open time.
 class MappedRegion : public PersistentRegion {
  public:
+  // SEEK_DATA/SEEK_HOLE return their result and only move the descriptor's offset,
+  // which nothing reads: concurrent calls are safe.
+  DataRange MaybeData(uint64_t off, uint64_t end) const override {
+    if (holes_fd_ < 0 || off >= end) return {off, end};
+    const off_t data = ::lseek(holes_fd_, static_cast<off_t>(off), SEEK_DATA);
+    if (data < 0) return errno == ENXIO ? DataRange{end, end} : DataRange{off, end};
+    const uint64_t begin = static_cast<uint64_t>(data);
+    if (begin >= end) return {end, end};
+    const off_t hole = ::lseek(holes_fd_, data, SEEK_HOLE);
+    if (hole < 0 || static_cast<uint64_t>(hole) >= end || static_cast<uint64_t>(hole) <= begin) {
+      return {begin, end};
+    }
+    return {begin, static_cast<uint64_t>(hole)};
+  }
+
+  // `holes_fd` (owned from now on) answers MaybeData; regions over a device have none.
+  void SetHolesFd(int holes_fd) { holes_fd_ = holes_fd; }
+
   ~MappedRegion() override {
+    if (holes_fd_ >= 0) ::close(holes_fd_);
     // pmem_unmap also drops libpmem's record of the range (used by pmem_is_pmem); a
     // mapping we made ourselves was never recorded.
     if (mapped_by_pmem_) {
@@ -77,6 +102,7 @@ class MappedRegion : public PersistentRegion {
  private:
   const std::string path_;
   const std::string range_label_;  // "pool PATH", for CheckRange's message
+  int holes_fd_ = -1;
   const size_t mapped_len_;
   const bool mapped_by_pmem_;
 };
@@ -257,8 +283,9 @@ absl::StatusOr<std::unique_ptr<PersistentRegion>> OpenPmemRegion(
     void* addr = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
     if (addr == MAP_FAILED) return PosixError(absl::StrCat("map pool ", path), errno);
     const bool pmem = pmem_is_pmem(addr, size) != 0;
-    return std::unique_ptr<PersistentRegion>(
-        new ReadOnlyRegion(path, static_cast<char*>(addr), size, pmem));
+    auto region = std::make_unique<ReadOnlyRegion>(path, static_cast<char*>(addr), size, pmem);
+    if (!device) region->SetHolesFd(fd.release());
+    return std::unique_ptr<PersistentRegion>(std::move(region));
   }
 
   // pmem_map_file takes a path; naming our descriptor through /proc maps exactly the
@@ -272,10 +299,14 @@ absl::StatusOr<std::unique_ptr<PersistentRegion>> OpenPmemRegion(
     return PosixError(absl::StrCat("map pool ", path, " (", pmem_errormsg(), ")"), e);
   }
   char* base = static_cast<char*>(addr);
+  std::unique_ptr<MappedRegion> region;
   if (is_pmem) {
-    return std::unique_ptr<PersistentRegion>(new PmemRegion(path, base, mapped_len));
+    region = std::make_unique<PmemRegion>(path, base, mapped_len);
+  } else {
+    region = std::make_unique<MsyncRegion>(path, base, mapped_len);
   }
-  return std::unique_ptr<PersistentRegion>(new MsyncRegion(path, base, mapped_len));
+  if (!device) region->SetHolesFd(fd.release());
+  return std::unique_ptr<PersistentRegion>(std::move(region));
 }
 
 }  // namespace walfs::core

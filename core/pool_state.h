@@ -52,7 +52,8 @@ class FreeSpaceGuard {
   // zeroes and persists the part in the uninitialised range and shrinks the range (the
   // caller commits the new range in its PoolState with, or before, the allocation; the
   // zeros are durable first, so either order is safe), and reads the part free since
-  // open and not yet verified. DataLoss naming the first non-zero block if a verified
+  // open and not yet verified (but for holes of the pool file, which read as zeros:
+  // PersistentRegion::MaybeData). DataLoss naming the first non-zero block if a verified
   // part is not zero: the caller must give `e` back, not hand it out. Costs at most the extent's size in reads or writes,
   // as long as `e` touches the uninitialised range only at one of its ends, which
   // BlockAllocator guarantees (it takes the start or the end of a free run); an extent

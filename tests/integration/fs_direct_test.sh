@@ -128,17 +128,6 @@ on_exit "rm -rf '$SHM'"
 SEG=000000010000000000000001
 
 direct() { LD_PRELOAD=$LIB "$CLIENT" "$@"; }
-# pool_lock POOL: "locked" while a client holds the OFD read lock on the pool, else "free".
-pool_lock() {
-  python3 - "$1" <<'PY'
-import fcntl, os, struct, sys
-F_OFD_GETLK = 36
-fd = os.open(sys.argv[1], os.O_RDONLY)
-lk = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
-ltype = struct.unpack("hhqqi4x", fcntl.fcntl(fd, F_OFD_GETLK, lk))[0]
-print("free" if ltype == fcntl.F_UNLCK else "locked")
-PY
-}
 # wait_field MOUNT KEY VALUE: the status field reaches VALUE within 5 s.
 wait_field() {
   local i
@@ -223,7 +212,7 @@ truncate -s $((16 << 20)) "$M/$SEG"
 log "truncate, unlink and rename-over while a client writes"
 session_start S1 session "$M/$SEG"
 session_write S1 "0 8192 r"
-[ "$(pool_lock "$POOL")" = locked ] || fail "the pool is not read-locked while a client maps it"
+[ "$(walfs_pool_lock "$POOL")" = locked ] || fail "the pool is not read-locked while a client maps it"
 out=$(truncate -s 4096 "$M/$SEG" 2>&1) && fail "truncate under a writing client succeeded"
 [[ "$out" == *"Text file busy"* ]] || fail "truncate: $out"
 new_segment "$M/other"
@@ -239,7 +228,7 @@ rm "$M/third"
 session_end S1
 wait_field "$M" leases_active 0
 wait_field "$M" free_blocks $((free_before + 4096))
-[ "$(pool_lock "$POOL")" = free ] || fail "the pool is still locked after the client closed"
+[ "$(walfs_pool_lock "$POOL")" = free ] || fail "the pool is still locked after the client closed"
 
 log "two processes lease one file; unlink under them"
 session_start S2 session "$M/$SEG"

@@ -6,6 +6,10 @@
 #      WAL from the mount); every logged id must be in the table;
 #   2. the same with the walfs daemon killed -9 as well: the pool is remounted by a new
 #      daemon (pool recovery), PostgreSQL restarts, every logged id must be there;
+#      with direct access (WALFS_PG_DIRECT=1) the daemon is killed first and alone: the
+#      server keeps committing into its leased segments, and a new daemon must refuse
+#      the pool, naming a server process, for as long as any of them maps it; commits
+#      acknowledged after the daemon died must be there too;
 # and finally fsck.walfs reports the unmounted pool clean.
 #
 # WALFS_PG_LONG=1 runs three rounds of each with a longer load.
@@ -20,6 +24,38 @@ if [ "$WALFS_PG_LONG" = 1 ]; then
   LOAD_SECONDS=20
   ROUNDS=3
 fi
+
+# holders_keep_pool W POOL MODE: the daemon is dead while the server runs with its
+# leases. For as long as a server process still maps the pool, a new daemon refuses
+# it and names a holder; the server's commits meanwhile go on into the leased segments
+# (the loggers record the acknowledged ones, which pg_verify_committed checks later).
+holders_keep_pool() {
+  local pool=$2 mode=$3 out i refused=0 probe=$1/run/refused-mnt
+  wait "$WALFS_PID" 2>/dev/null || true
+  mkdir -p "$probe"
+  if [ "$mode" = pmem ]; then export PMEM_IS_PMEM_FORCE=1; fi
+  for ((i = 0; i < 3; i++)); do
+    [ "$(walfs_pool_lock "$pool")" = locked ] || break
+    # Not -f: a daemon that did mount would detach and return.
+    if out=$("$WALFS" "$pool" "$probe" 2>&1); then
+      fusermount3 -u "$probe" 2>/dev/null || true
+      fail "a new daemon mounted the pool while server processes map it"
+    fi
+    # The server may have let go between the check and the daemon's own: then the
+    # refusal has another cause, and the next check finds the pool free.
+    if [ "$(walfs_pool_lock "$pool")" = locked ]; then
+      [[ "$out" == *"still mapped by direct-access clients"*"(postgres)"* ]] ||
+        fail "refusal while server processes map the pool: $out"
+      refused=$((refused + 1))
+    fi
+    ! mountpoint -q "$probe" || fail "mounted anyway while clients map the pool"
+    sleep 0.5
+  done
+  unset PMEM_IS_PMEM_FORCE
+  rmdir "$probe"
+  log "daemon dead, server running: a new daemon refused the pool $refused time(s)," \
+    "pool $(walfs_pool_lock "$pool")"
+}
 
 run_mode() {
   local mode=$1 w mnt pool round daemon redos
@@ -38,6 +74,7 @@ run_mode() {
     if ((daemon)) && [ "$WALFS_TEST_NO_MOUNT" != 1 ]; then
       log "round $round: kill -9 of the walfs daemon ($WALFS_PID) and of PostgreSQL"
       kill -9 "$WALFS_PID"
+      if [ "$WALFS_PG_DIRECT" = 1 ]; then holders_keep_pool "$w" "$pool" "$mode"; fi
       # The server may already be going down on its own (PANIC on a dead mount).
       pg_crash "$w" quiet
       wait "$WALFS_PID" 2>/dev/null || true

@@ -311,6 +311,56 @@ TEST(PmemRegionTest, ExistingFileIsMappedWhole) {
   EXPECT_EQ(ReadFile(path, 12288 + 99, 1), "z");
 }
 
+// A sparse pool file of `blocks` 4 KiB blocks with `data` bytes written at each of
+// `data_blocks` (through the file, as a scribble would be).
+void MakeSparseFile(const std::string& path, uint64_t blocks,
+                    const std::vector<uint64_t>& data_blocks, char data) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0) << path << ": " << std::strerror(errno);
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(blocks * 4096)), 0);
+  const std::string bytes(4096, data);
+  for (uint64_t b : data_blocks) {
+    ASSERT_EQ(::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(b * 4096)), 4096);
+  }
+  ::close(fd);
+}
+
+TEST(PmemRegionTest, MaybeDataSkipsHolesOfThePoolFile) {
+  TempDir dir;
+  const std::string path = dir.File("pool");
+  MakeSparseFile(path, 64, {20, 21}, 'd');
+  for (const bool read_only : {true, false}) {  // the read-write pass adds data
+    SCOPED_TRACE(read_only ? "read-only" : "read-write");
+    absl::StatusOr<std::unique_ptr<PersistentRegion>> r =
+        OpenPmemRegion(path, PmemOpenOptions{.read_only = read_only});
+    ASSERT_TRUE(r.ok()) << r.status();
+    PersistentRegion& region = **r;
+    const uint64_t size = 64 * 4096;
+    // Data extents are reported at the file system's granularity, which may be larger
+    // than a block but always covers the written bytes and starts at or before them.
+    PersistentRegion::DataRange d = region.MaybeData(0, size);
+    EXPECT_LE(d.begin, 20u * 4096);
+    EXPECT_GE(d.end, 22u * 4096);
+    EXPECT_GT(d.begin, 0u) << "the leading hole was not found";
+    d = region.MaybeData(0, 8 * 4096);
+    EXPECT_EQ(d.begin, 8u * 4096) << "a range inside a hole reads as zeros";
+    EXPECT_EQ(d.end, 8u * 4096);
+    d = region.MaybeData(40 * 4096, size);
+    EXPECT_EQ(d.begin, size) << "no data past the last written block";
+    d = region.MaybeData(21 * 4096, 22 * 4096);
+    EXPECT_EQ(d.begin, 21u * 4096);
+    EXPECT_EQ(d.end, 22u * 4096) << "clipped to the range asked for";
+    if (!read_only) {
+      // A store through the mapping is data as soon as it is made.
+      region.Store(50 * 4096 + 7, "x", 1);
+      d = region.MaybeData(40 * 4096, size);
+      EXPECT_LE(d.begin, 50u * 4096 + 7);
+      EXPECT_GT(d.end, 50u * 4096 + 7);
+      region.Persist(50 * 4096, 4096);
+    }
+  }
+}
+
 TEST(PmemRegionDeathTest, ReadOnlyMapping) {
   TempDir dir;
   const std::string path = dir.File("pool");

@@ -3,6 +3,9 @@
 // of at open.
 #include "core/pool_state.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -14,6 +17,7 @@
 #include "core/crc32c.h"
 #include "core/fsck.h"
 #include "core/memory_region.h"
+#include "core/persistent_region.h"
 #include "core/status.h"
 #include "core/validate.h"
 #include "core/wal_directory.h"
@@ -370,6 +374,38 @@ TEST(FreeSpaceGuardTest, VerifiesOnceAndShrinksTheUninitialisedRange) {
   EXPECT_EQ(bytes.find_first_not_of('\0', 38 * format::kBlockSize),
             42 * format::kBlockSize);
   EXPECT_EQ(bytes.find_first_not_of('\0', 60 * format::kBlockSize), std::string::npos);
+}
+
+// Over a pool file, FreeSpaceGuard reads only what may hold data (holes read as zeros)
+// and still refuses a scribble in it.
+TEST(FreeSpaceGuardTest, OverAFileSkipsHolesAndStillRefusesDataThatIsNotZero) {
+  char dir[] = "/tmp/walfs_guard_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/pool";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 64 * format::kBlockSize), 0);
+  const std::string zeros(format::kBlockSize, '\0'), scribble(format::kBlockSize, 's');
+  // Block 10 was written with zeros (data, but zero); block 20 was scribbled on.
+  ASSERT_EQ(::pwrite(fd, zeros.data(), zeros.size(), 10 * format::kBlockSize),
+            static_cast<ssize_t>(zeros.size()));
+  ASSERT_EQ(::pwrite(fd, scribble.data(), scribble.size(), 20 * format::kBlockSize),
+            static_cast<ssize_t>(scribble.size()));
+  ::close(fd);
+  {
+    absl::StatusOr<std::unique_ptr<PersistentRegion>> region = OpenPmemRegion(path, {});
+    ASSERT_TRUE(region.ok()) << region.status();
+    FreeSpaceGuard g;
+    g.Init(0, 0, {{0, 64}});
+    EXPECT_TRUE(g.Prepare(**region, 0, {0, 16}).ok());
+    EXPECT_TRUE(g.Prepare(**region, 0, {30, 34}).ok());
+    const absl::Status s = g.Prepare(**region, 0, {16, 8});
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(s.message().find("data block 20 "), std::string::npos) << s;
+    EXPECT_EQ(g.unverified_blocks(), 14u);
+  }
+  ::unlink(path.c_str());
+  ::rmdir(dir);
 }
 
 }  // namespace

@@ -17,6 +17,14 @@
 //   Fstat                the identity check's system call
 //   DirectWriteFdatasync the client's TryDirectWritePmem through a real FdTable entry
 //                        over the DurableCopy mapping, then its fdatasync (a lookup)
+//   PageFill/durable     the durable copy of XLogWrite's partial-page commits: every
+//                        write is the whole 8 KiB page, whose first k KiB hold the
+//                        records of this and the earlier commits and whose tail is
+//                        zeros; k = 1..8, then the next page of the segment
+//   PageFill/compare     a lever measured and not taken: compare the page with what the
+//                        pool holds and store (durably) only the lines from the first
+//                        to the last that differ; RewriteCompare is the same on
+//                        pg_test_fsync's pattern (the same bytes rewritten at offset 0)
 // Each case also runs with /seq: offsets advance through a 16 MiB segment as XLogWrite's
 // do under a bulk load.
 //
@@ -207,12 +215,63 @@ void DirectWriteFdatasync(benchmark::State& state) {
   table->Untrack(seg.fd());
 }
 
+// Stores the 64-byte lines of [dst, dst + n) from the first to the last that differ
+// from src (n a multiple of 64, dst 64-byte aligned), then drains.
+void CompareThenStore(char* dst, const char* src, size_t n) {
+  auto differs = [&](size_t at) { return memcmp(dst + at, src + at, 64) != 0; };
+  size_t first = 0;
+  while (first < n && !differs(first)) first += 64;
+  if (first < n) {
+    size_t last = n;
+    while (last > first + 64 && !differs(last - 64)) last -= 64;
+    pmem_memcpy_nodrain(dst + first, src + first, last - first);
+  }
+  pmem_drain();
+}
+
+// The page-fill pattern (PageFill): `compare` picks CompareThenStore over the copy.
+void PageFill(benchmark::State& state) {
+  WALFS_SEGMENT_OR_SKIP(seg);
+  if (!seg.is_pmem()) {
+    state.SkipWithError("not pmem: run with PMEM_IS_PMEM_FORCE=1 (or on real PMEM)");
+    return;
+  }
+  const bool compare = state.range(0) == 1;
+  std::vector<char> page(kPage, 0);
+  size_t i = 0;
+  for (auto _ : state) {
+    const size_t k = i % 8;
+    const size_t off = (i / 8 * kPage) % kSegment;
+    if (k == 0) memset(page.data(), 0, kPage);
+    memset(page.data() + k * 1024, static_cast<int>(i % 251) + 1, 1024);
+    ++i;
+    if (compare) {
+      CompareThenStore(seg.map() + off, page.data(), kPage);
+    } else {
+      pmem_memcpy_nodrain(seg.map() + off, page.data(), kPage);
+      pmem_drain();
+    }
+  }
+}
+
+void RewriteCompare(benchmark::State& state) {
+  WALFS_SEGMENT_OR_SKIP(seg);
+  if (!seg.is_pmem()) {
+    state.SkipWithError("not pmem: run with PMEM_IS_PMEM_FORCE=1 (or on real PMEM)");
+    return;
+  }
+  std::vector<char> buf(kPage, 'w');
+  for (auto _ : state) CompareThenStore(seg.map(), buf.data(), kPage);
+}
+
 BENCHMARK(TmpfsWriteFdatasync)->ArgName("seq")->Arg(0)->Arg(1);
 BENCHMARK(TmpfsWrite)->ArgName("seq")->Arg(0)->Arg(1);
 BENCHMARK(CachedCopy)->ArgName("seq")->Arg(0)->Arg(1);
 BENCHMARK(DurableCopy)->ArgName("seq")->Arg(0)->Arg(1);
 BENCHMARK(Fstat)->ArgName("seq")->Arg(0);
 BENCHMARK(DirectWriteFdatasync)->ArgName("seq")->Arg(0)->Arg(1);
+BENCHMARK(PageFill)->ArgName("compare")->Arg(0)->Arg(1);
+BENCHMARK(RewriteCompare);
 
 }  // namespace
 }  // namespace walfs::bench

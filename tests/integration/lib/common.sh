@@ -166,5 +166,18 @@ walfs_status_field() {
 print(json.loads(os.getxattr(sys.argv[1], "user.walfs.status"))[sys.argv[2]])' "$1" "$2"
 }
 
+# walfs_pool_lock POOL: "locked" while a direct-access client holds its OFD read lock on
+# POOL (what the daemon, mkfs --force and fsck --repair check), else "free".
+walfs_pool_lock() {
+  python3 - "$1" <<'PY'
+import fcntl, os, struct, sys
+F_OFD_GETLK = 36
+fd = os.open(sys.argv[1], os.O_RDONLY)
+lk = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
+ltype = struct.unpack("hhqqi4x", fcntl.fcntl(fd, F_OFD_GETLK, lk))[0]
+print("free" if ltype == fcntl.F_UNLCK else "locked")
+PY
+}
+
 # as_postgres CMD...: runs a command as the postgres user.
 as_postgres() { runuser -u postgres -- "$@"; }

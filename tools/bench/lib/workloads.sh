@@ -343,7 +343,9 @@ wl_core() {
 # walfs_direct_bench in pmem mode (PMEM_IS_PMEM_FORCE=1, scratch file on SHM_ROOT): one
 # 8 KiB write + fdatasync on tmpfs next to the parts of the direct-access client's hot
 # path (durable copy, identity fstat, the whole TryDirectWrite). "rewrite" is
-# pg_test_fsync's pattern (offset 0 every time), "sequential" XLogWrite's under load.
+# pg_test_fsync's pattern (offset 0 every time), "sequential" XLogWrite's under load,
+# "page fill" a page rewritten 1 KiB fuller per commit (and a lever not taken: storing
+# only the lines that differ from the pool's).
 wl_floor() {
   local rep=$1 csv=$OUT_DIR/logs/direct_bench.$rep.csv
   local wl="direct-path floor (walfs_direct_bench, one 8 KiB write + fdatasync and its parts)"
@@ -354,6 +356,9 @@ wl_floor() {
       name = $1; gsub(/"/, "", name)
       split(name, p, "/")
       pattern = (p[2] == "seq:1") ? "sequential" : "rewrite"
+      # PageFill: partial-page commits, by the copy and by compare-then-store.
+      if (p[2] ~ /^compare:/) { pattern = "page fill"; p[1] = p[1] (p[2] == "compare:1" ? " compare" : " copy") }
+      if (p[1] == "RewriteCompare") pattern = "rewrite"
       t = $4; u = $5  # CPU time: wall time on a shared machine counts other tenants
       if (u == "us") t *= 1000; else if (u == "ms") t *= 1000000
       if ($0 ~ /,true,/) t = "NA"

@@ -6,10 +6,9 @@
 #      WAL from the mount); every logged id must be in the table;
 #   2. the same with the walfs daemon killed -9 as well: the pool is remounted by a new
 #      daemon (pool recovery), PostgreSQL restarts, every logged id must be there;
-#      with direct access (WALFS_PG_DIRECT=1) the daemon is killed first and alone: the
-#      server keeps committing into its leased segments, and a new daemon must refuse
-#      the pool, naming a server process, for as long as any of them maps it; commits
-#      acknowledged after the daemon died must be there too;
+#      with direct access (WALFS_PG_DIRECT=1) the daemon dies while the (stopped) server
+#      still maps its leased segments, and a new daemon must refuse the pool, naming a
+#      server process, until the server is killed;
 # and finally fsck.walfs reports the unmounted pool clean.
 #
 # WALFS_PG_LONG=1 runs three rounds of each with a longer load.
@@ -25,36 +24,36 @@ if [ "$WALFS_PG_LONG" = 1 ]; then
   ROUNDS=3
 fi
 
-# holders_keep_pool W POOL MODE: the daemon is dead while the server runs with its
-# leases. For as long as a server process still maps the pool, a new daemon refuses
-# it and names a holder; the server's commits meanwhile go on into the leased segments
-# (the loggers record the acknowledged ones, which pg_verify_committed checks later).
+# holders_keep_pool W POOL MODE: the daemon dies while the server still maps leased
+# segments. Left running, PostgreSQL PANICs at its next request to the dead mount and
+# lets go within milliseconds, so the server is stopped (SIGSTOP) first: its mappings
+# and pool lock stay exactly as a live server's would. Then a new daemon must refuse
+# the pool and name a server process, every time it is tried, until pg_crash kills them;
+# the commits acknowledged before the stop are checked after the remount.
 holders_keep_pool() {
-  local pool=$2 mode=$3 out i refused=0 probe=$1/run/refused-mnt
+  local w=$1 pool=$2 mode=$3 out i pids probe=$1/run/refused-mnt
+  pids=$( (pg_postmaster_pid "$w"; pg_server_pids "$w") | sort -u | tr '\n' ' ')
+  kill -STOP $pids
+  [ "$(walfs_pool_lock "$pool")" = locked ] ||
+    fail "the stopped server holds no lock on the pool: its leases are not direct"
+  kill -9 "$WALFS_PID"
   wait "$WALFS_PID" 2>/dev/null || true
   mkdir -p "$probe"
   if [ "$mode" = pmem ]; then export PMEM_IS_PMEM_FORCE=1; fi
   for ((i = 0; i < 3; i++)); do
-    [ "$(walfs_pool_lock "$pool")" = locked ] || break
     # Not -f: a daemon that did mount would detach and return.
     if out=$("$WALFS" "$pool" "$probe" 2>&1); then
       fusermount3 -u "$probe" 2>/dev/null || true
       fail "a new daemon mounted the pool while server processes map it"
     fi
-    # The server may have let go between the check and the daemon's own: then the
-    # refusal has another cause, and the next check finds the pool free.
-    if [ "$(walfs_pool_lock "$pool")" = locked ]; then
-      [[ "$out" == *"still mapped by direct-access clients"*"(postgres)"* ]] ||
-        fail "refusal while server processes map the pool: $out"
-      refused=$((refused + 1))
-    fi
+    [[ "$out" == *"still mapped by direct-access clients"*"(postgres)"* ]] ||
+      fail "refusal while server processes map the pool: $out"
     ! mountpoint -q "$probe" || fail "mounted anyway while clients map the pool"
-    sleep 0.5
+    sleep 0.2
   done
   unset PMEM_IS_PMEM_FORCE
   rmdir "$probe"
-  log "daemon dead, server running: a new daemon refused the pool $refused time(s)," \
-    "pool $(walfs_pool_lock "$pool")"
+  log "daemon dead, server holding its leases: a new daemon refused the pool 3 times"
 }
 
 run_mode() {
@@ -73,8 +72,11 @@ run_mode() {
     sleep "$LOAD_SECONDS"
     if ((daemon)) && [ "$WALFS_TEST_NO_MOUNT" != 1 ]; then
       log "round $round: kill -9 of the walfs daemon ($WALFS_PID) and of PostgreSQL"
-      kill -9 "$WALFS_PID"
-      if [ "$WALFS_PG_DIRECT" = 1 ]; then holders_keep_pool "$w" "$pool" "$mode"; fi
+      if [ "$WALFS_PG_DIRECT" = 1 ]; then
+        holders_keep_pool "$w" "$pool" "$mode"
+      else
+        kill -9 "$WALFS_PID"
+      fi
       # The server may already be going down on its own (PANIC on a dead mount).
       pg_crash "$w" quiet
       wait "$WALFS_PID" 2>/dev/null || true

@@ -256,7 +256,10 @@ EOF
   mount --bind "$bin" /usr/local/sbin
   export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
   [ "$(command -v walfs)" = /usr/local/sbin/walfs ] || fail "walfs is not found on PATH"
-  # Run in reverse order: the clusters stop before their daemons are killed.
+  # Run in reverse order: the clusters stop, their daemons are killed, and the dead
+  # mounts those leave under /var/lib/postgresql are detached, so that WORK (which holds
+  # their mount points) can be removed.
+  on_exit "findmnt -n -l -t fuse.walfs -o TARGET | grep '^/var/lib/postgresql/' | xargs -r -n 1 umount -l"
   on_exit "for f in '$STATE'/*.pid; do [ -f \"\$f\" ] && kill_if_walfs \$(cat \"\$f\"); done"
   on_exit "for c in \$(pg_lsclusters -h 2>/dev/null | awk '{print \$1\"/\"\$2}'); do pg_ctlcluster -m immediate \${c%/*} \${c#*/} stop; done"
 }

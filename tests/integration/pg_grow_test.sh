@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The full-pool runbook (README "When the pool is full", walfs(8)), as an operator
-# follows it: PostgreSQL 15 fills a small pool with WAL until it PANICs at segment
-# creation (no checkpoint can free WAL: max_wal_size is far above the pool), then
+# The steps of the full-pool runbook (README "When the pool is full", walfs(8)), with
+# this test's own commands on an initdb cluster, in each durability mode (the docs'
+# commands, on a Debian cluster, are pkg_runbook_test.sh's): PostgreSQL 15 fills a small
+# pool with WAL until it PANICs at segment creation (no checkpoint can free WAL:
+# max_wal_size is far above the pool), then
 #   1. the cluster is down (restart_after_crash = off: it stays down, as a cluster whose
 #      crash recovery cannot create a segment would),
 #   2. the mount is stopped (the daemon's unmount; walfs@ in the packaged setup),
@@ -18,23 +20,6 @@ pg_require
 POOL_MIB=128
 GROWN_MIB=256
 FILL_TIMEOUT=120
-
-# fill W: a client inserting ~20 MiB of WAL per statement until the server refuses.
-fill() {
-  as_postgres bash -c '
-    while "$1" -X -q -h "$2" -d postgres -v ON_ERROR_STOP=1 -c \
-      "INSERT INTO filler SELECT g, repeat(md5(g::text), 30) FROM generate_series(1, 20000) g"
-    do :; done' filler "$PG_BIN/psql" "$1/run" >/dev/null 2>>"$1/run/filler.client.log"
-}
-
-wait_postmaster_exit() {
-  local w=$1 i
-  for ((i = 0; i < $2 * 10; i++)); do
-    [ -n "$(pg_postmaster_pid "$w")" ] || return 0
-    sleep 0.1
-  done
-  return 1
-}
 
 run_mode() {
   local mode=$1 w mnt pool out rc=0 before after
@@ -54,9 +39,9 @@ run_mode() {
   pg_load_start "$w" 1
   sleep 2
   log "filling the $POOL_MIB MiB pool with WAL"
-  fill "$w" &
+  pg_fill_wal "$w" &
   local fill_pid=$!
-  wait_postmaster_exit "$w" "$FILL_TIMEOUT" || fail "the server still runs ${FILL_TIMEOUT}s into the fill"
+  pg_wait_exit "$w" "$FILL_TIMEOUT" || fail "the server still runs ${FILL_TIMEOUT}s into the fill"
   wait "$fill_pid" || true
   pg_load_wait
   pg_crash "$w" quiet  # children that outlive the postmaster, if any

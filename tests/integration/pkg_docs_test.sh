@@ -19,11 +19,8 @@
 # /run/postgresql, /var/lib/walfs, /etc/walfs, /etc/systemd/system, /etc/fuse.conf),
 # so the machine's clusters, ports and settings are neither seen nor touched. The
 # built programs stand in for the package's (a bind over /usr/local/sbin, first on
-# PATH; /usr/share/walfs/ in a command is read as the source tree's packaging/).
-# systemd is not PID 1 here: `systemctl` is a stand-in that does what systemd would do
-# with the packaged units, for the verbs the docs use (daemon-reload; enable --now,
-# start and stop of walfs@INSTANCE, run from walfs@.service's own lines as its User=;
-# start and stop of postgresql@VERSION-NAME, which with the drop-in needs walfs@ up).
+# PATH; /usr/share/walfs/ in a command is read as the source tree's packaging/), and
+# `systemctl` is a stand-in (lib/docs.sh, debian_programs).
 source "$(dirname "$0")/lib/common.sh"
 source "$(dirname "$0")/lib/docs.sh"
 
@@ -46,134 +43,11 @@ on_exit "rm -rf '$WORK'"
 
 debian_sandbox "$WORK"
 
-# --- the package's programs, and the systemctl stand-in
-BIN=$WORK/sbin
-STATE=$WORK/systemd
-mkdir -p "$BIN" "$STATE"
-for p in "$WALFS" "$MKFS" "$FSCK" "$WALFSCTL"; do ln -s "$p" "$BIN/$(basename "$p")"; done
-cat >"$BIN/systemctl" <<EOF
-#!/bin/bash
-# systemctl stand-in for pkg_docs_test.sh (systemd is not PID 1 here).
-set -euo pipefail
-UNIT=$PKG/systemd/walfs@.service
-PRESTART=$PKG/systemd/walfs-prestart
-WALFS=$WALFS
-STATE=$STATE
-EOF
-cat >>"$BIN/systemctl" <<'EOF'
-say() { echo "systemctl (test stand-in): $*" >&2; }
-echo "$*" >>"$STATE/calls"
-unit_value() { sed -n "s/^$1=//p" "$UNIT"; }
-instance_of() { local u=${1#*@}; echo "${u%.service}"; }
-
-# walfs@INSTANCE as systemd runs it: Environment=, then EnvironmentFile= (%i
-# expanded), ${VAR} words, ExecStartPre and ExecStart as User=/Group=; Type=notify is
-# read as "started once mounted".
-start_walfs() {
-  local inst=$1 line word user group envfile mnt pid i
-  declare -A env=()
-  [ -f "/etc/walfs/$inst.conf" ] || { say "walfs@$inst: /etc/walfs/$inst.conf missing (AssertPathExists)"; exit 1; }
-  while IFS= read -r line; do env[${line%%=*}]=${line#*=}; done < <(unit_value Environment)
-  envfile=$(unit_value EnvironmentFile)
-  envfile=${envfile//%i/$inst}
-  while IFS= read -r line; do
-    [[ $line =~ ^[[:space:]]*(#|$) ]] && continue
-    env[${line%%=*}]=${line#*=}
-  done <"$envfile"
-  user=$(unit_value User)
-  group=$(unit_value Group)
-  argv() {
-    local -a out=()
-    for word in $(unit_value "$1"); do
-      [[ $word =~ ^\$\{([A-Za-z_]+)\}$ ]] && word=${env[${BASH_REMATCH[1]}]-}
-      case $word in
-        /usr/sbin/walfs) word=$WALFS ;;
-        /usr/libexec/walfs/walfs-prestart) word=$PRESTART ;;
-      esac
-      out+=("$word")
-    done
-    printf '%s\n' "${out[@]}"
-  }
-  mapfile -t pre < <(argv ExecStartPre)
-  mapfile -t main < <(argv ExecStart)
-  setpriv --reuid="$user" --regid="$group" --init-groups -- "${pre[@]}" ||
-    { say "walfs@$inst: ExecStartPre failed"; exit 1; }
-  setsid setpriv --reuid="$user" --regid="$group" --init-groups -- "${main[@]}" \
-    </dev/null >"$STATE/walfs@$inst.log" 2>&1 &
-  pid=$!
-  echo "$pid" >"$STATE/walfs@$inst.pid"
-  mnt=${env[MOUNTPOINT]}
-  for ((i = 0; i < 400; i++)); do
-    mountpoint -q "$mnt" && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  say "walfs@$inst did not start: $(cat "$STATE/walfs@$inst.log")"
-  exit 1
-}
-walfs_active() { [ -f "$STATE/walfs@$1.pid" ] && kill -0 "$(cat "$STATE/walfs@$1.pid")" 2>/dev/null; }
-stop_walfs() {
-  local pid i
-  walfs_active "$1" || return 0
-  pid=$(cat "$STATE/walfs@$1.pid")
-  kill -TERM "$pid"
-  for ((i = 0; i < 400; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-  rm -f "$STATE/walfs@$1.pid"
-}
-postgresql() {
-  local verb=$1 inst=$2 dropin
-  dropin=/etc/systemd/system/postgresql@$inst.service.d/walfs.conf
-  if [ "$verb" = start ] && [ -f "$dropin" ] && grep -qx 'BindsTo=walfs@%i.service' "$dropin" &&
-    ! walfs_active "$inst"; then
-    say "postgresql@$inst: dependency walfs@$inst.service is not active"
-    exit 1
-  fi
-  pg_ctlcluster "${inst%%-*}" "${inst#*-}" "$verb"
-}
-
-case "${1:-}" in
-  daemon-reload) exit 0 ;;
-  enable) [ "${2:-}" = --now ] || { say "only 'enable --now' is emulated"; exit 1; }; shift 2; verb=start ;;
-  start | stop) verb=$1; shift ;;
-  *) say "'$*' is not emulated"; exit 1 ;;
-esac
-[ $# = 1 ] || { say "one unit at a time"; exit 1; }
-case "$verb:$1" in
-  start:walfs@*) start_walfs "$(instance_of "$1")" ;;
-  stop:walfs@*) stop_walfs "$(instance_of "$1")" ;;
-  start:postgresql@* | stop:postgresql@*) postgresql "$verb" "$(instance_of "$1")" ;;
-  *) say "'$verb $1' is not emulated"; exit 1 ;;
-esac
-EOF
-chmod 0755 "$BIN/systemctl"
-mount --bind "$BIN" /usr/local/sbin
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-[ "$(command -v walfs)" = /usr/local/sbin/walfs ] || fail "walfs is not found on PATH"
-
-# Cleanup: servers, then daemons (every walfs of this test), in this namespace only.
-on_exit "for c in \$(pg_lsclusters -h 2>/dev/null | awk '{print \$1\"/\"\$2}'); do pg_ctlcluster -m immediate \${c%/*} \${c#*/} stop; done"
-on_exit "for f in '$STATE'/*.pid; do [ -f \"\$f\" ] && kill_if_walfs \$(cat \"\$f\"); done"
+debian_programs "$WORK"
 
 POOL=/var/lib/walfs/15-pmem.pool
 MNT=/var/lib/postgresql/15/pmem-wal
 DATA=/var/lib/postgresql/15/pmem
-
-# run_block WHAT TEXT: the docs' lines, one bash run with -e, as root from /.
-run_block() {
-  local what=$1 text=$2 f
-  f=$WORK/$what.sh
-  {
-    echo "set -euo pipefail"
-    # The package's files, from the source tree.
-    printf '%s\n' "$text" | sed "s#/usr/share/walfs/#$PKG/#g"
-  } >"$f"
-  log "$what, as written:"
-  printf '%s\n' "$text" | sed 's/^/    /' >&2
-  (cd / && bash -x "$f") >"$WORK/$what.log" 2>&1 || {
-    cat "$WORK/$what.log" >&2
-    fail "$what: the documented commands failed"
-  }
-}
 
 # check_cluster DAEMON_USER: the cluster of the docs runs with its WAL on walfs.
 check_cluster() {
@@ -222,7 +96,7 @@ teardown() {
 }
 
 # --- 1. README
-run_block "README.md debian-setup" "$(doc_block_readme "$SRC/README.md" debian-setup)"
+run_block "README.md debian-setup" "$(doc_block_readme "$SRC/README.md" debian-setup)" "$WORK"
 grep -q "^15  *pmem .* online " "$WORK/README.md debian-setup.log" ||
   fail "the README's pg_lsclusters line did not show 15/pmem online"
 grep -qx "enable --now walfs@15-pmem" "$STATE/calls" || fail "the README did not start walfs@15-pmem"
@@ -250,7 +124,7 @@ log "walfsctl(8) example ok: $example"
 teardown
 
 # --- 2. walfs(8)
-run_block "walfs(8) pg-setup" "$(doc_block_man "$PKG/man/walfs.8" pg-setup)"
+run_block "walfs(8) pg-setup" "$(doc_block_man "$PKG/man/walfs.8" pg-setup)" "$WORK"
 grep -q "^15  *pmem .* online " "$WORK/walfs(8) pg-setup.log" ||
   fail "walfs(8)'s pg_lsclusters line did not show 15/pmem online"
 walfs_status_field "$MNT" pid >"$STATE/walfs-by-hand.pid"

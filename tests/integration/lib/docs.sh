@@ -3,8 +3,9 @@
 #
 # A block is marked where it is written:
 #   README.md     a line `<!-- doc-test: NAME ... -->`, then (after blank lines) a code
-#                 block indented by four spaces, which ends at the first line that is
-#                 not indented (a blank line included);
+#                 block indented by four spaces more than the marker, which ends at the
+#                 first line that is not indented so (a blank line included); a marker
+#                 inside a list item is indented as the item's text;
 #   man pages     a line `.\" doc-test: NAME ...` right before `.EX` ... `.EE`; roff
 #                 escapes \- \e \(aq become - \ ' and any other escape fails the test.
 # Both print the block's lines; an unmarked or empty block fails the test, so a marker
@@ -14,10 +15,20 @@
 doc_block_readme() {
   local file=$1 name=$2 out
   out=$(awk -v name="$name" '
-    index($0, "<!-- doc-test: " name " ") == 1 || $0 == "<!-- doc-test: " name " -->" { found = 1; next }
-    found && !started && /^$/ { next }
-    found && /^    / { started = 1; print substr($0, 5); next }
-    found { exit }
+    !found {
+      text = $0
+      sub(/^ */, "", text)
+      if (index(text, "<!-- doc-test: " name " ") == 1 || text == "<!-- doc-test: " name " -->") {
+        found = 1
+        indent = length($0) - length(text) + 4
+        prefix = ""
+        for (i = 0; i < indent; i++) prefix = prefix " "
+      }
+      next
+    }
+    !started && /^$/ { next }
+    substr($0, 1, indent) == prefix { started = 1; print substr($0, indent + 1); next }
+    { exit }
   ' "$file")
   [ -n "$out" ] || fail "no code block marked 'doc-test: $name' in $file"
   printf '%s\n' "$out"
@@ -121,4 +132,152 @@ debian_sandbox() {
       skip "cannot make a /dev/fuse node"
     mount --bind "$WORK/fuse-dev" /dev/fuse
   fi
+}
+
+# debian_programs WORK: in a debian_sandbox, the package's programs: the built walfs,
+# mkfs.walfs, fsck.walfs and walfsctl, and a systemctl stand-in, in WORK/sbin bound over
+# /usr/local/sbin (first on PATH, which is set). systemd is not PID 1 here: the stand-in
+# does what systemd would do with the packaged units, for the verbs the docs use
+# (daemon-reload; enable --now, start and stop of walfs@INSTANCE, run from
+# walfs@.service's own lines as its User=; start and stop of postgresql@VERSION-NAME,
+# where start with the drop-in needs walfs@ up and stop of a cluster that is down
+# succeeds, as stopping an inactive unit does). Sets STATE (WORK/systemd): the
+# stand-in's calls, one a line, in STATE/calls, and the daemons it runs in
+# STATE/walfs@INSTANCE.{pid,log}; a test that runs a daemon itself leaves its pid in
+# STATE/*.pid too. Registers at exit the stop of every cluster, then of every daemon
+# with a pid there.
+debian_programs() {
+  local work=$1 pkg=$WALFS_SOURCE_DIR/packaging bin p
+  bin=$work/sbin
+  STATE=$work/systemd
+  mkdir -p "$bin" "$STATE"
+  for p in "$WALFS" "$MKFS" "$FSCK" "$WALFSCTL"; do ln -s "$p" "$bin/$(basename "$p")"; done
+  cat >"$bin/systemctl" <<EOF
+#!/bin/bash
+# systemctl stand-in for the Debian sandbox tests (tests/integration/lib/docs.sh).
+set -euo pipefail
+UNIT=$pkg/systemd/walfs@.service
+PRESTART=$pkg/systemd/walfs-prestart
+WALFS=$WALFS
+STATE=$STATE
+EOF
+  cat >>"$bin/systemctl" <<'EOF'
+say() { echo "systemctl (test stand-in): $*" >&2; }
+echo "$*" >>"$STATE/calls"
+unit_value() { sed -n "s/^$1=//p" "$UNIT"; }
+instance_of() { local u=${1#*@}; echo "${u%.service}"; }
+
+# walfs@INSTANCE as systemd runs it: Environment=, then EnvironmentFile= (%i
+# expanded), ${VAR} words, ExecStartPre and ExecStart as User=/Group=; Type=notify is
+# read as "started once mounted".
+start_walfs() {
+  local inst=$1 line word user group envfile mnt pid i
+  declare -A env=()
+  [ -f "/etc/walfs/$inst.conf" ] || { say "walfs@$inst: /etc/walfs/$inst.conf missing (AssertPathExists)"; exit 1; }
+  while IFS= read -r line; do env[${line%%=*}]=${line#*=}; done < <(unit_value Environment)
+  envfile=$(unit_value EnvironmentFile)
+  envfile=${envfile//%i/$inst}
+  while IFS= read -r line; do
+    [[ $line =~ ^[[:space:]]*(#|$) ]] && continue
+    env[${line%%=*}]=${line#*=}
+  done <"$envfile"
+  user=$(unit_value User)
+  group=$(unit_value Group)
+  argv() {
+    local -a out=()
+    for word in $(unit_value "$1"); do
+      [[ $word =~ ^\$\{([A-Za-z_]+)\}$ ]] && word=${env[${BASH_REMATCH[1]}]-}
+      case $word in
+        /usr/sbin/walfs) word=$WALFS ;;
+        /usr/libexec/walfs/walfs-prestart) word=$PRESTART ;;
+      esac
+      out+=("$word")
+    done
+    printf '%s\n' "${out[@]}"
+  }
+  mapfile -t pre < <(argv ExecStartPre)
+  mapfile -t main < <(argv ExecStart)
+  setpriv --reuid="$user" --regid="$group" --init-groups -- "${pre[@]}" ||
+    { say "walfs@$inst: ExecStartPre failed"; exit 1; }
+  setsid setpriv --reuid="$user" --regid="$group" --init-groups -- "${main[@]}" \
+    </dev/null >"$STATE/walfs@$inst.log" 2>&1 &
+  pid=$!
+  echo "$pid" >"$STATE/walfs@$inst.pid"
+  mnt=${env[MOUNTPOINT]}
+  for ((i = 0; i < 400; i++)); do
+    mountpoint -q "$mnt" && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  say "walfs@$inst did not start: $(cat "$STATE/walfs@$inst.log")"
+  exit 1
+}
+walfs_active() { [ -f "$STATE/walfs@$1.pid" ] && kill -0 "$(cat "$STATE/walfs@$1.pid")" 2>/dev/null; }
+# SIGTERM, as KillMode=mixed sends it to the main process; the daemon unmounts and exits.
+stop_walfs() {
+  local pid i
+  walfs_active "$1" || return 0
+  pid=$(cat "$STATE/walfs@$1.pid")
+  kill -TERM "$pid"
+  for ((i = 0; i < 400; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  rm -f "$STATE/walfs@$1.pid"
+}
+postgresql() {
+  local verb=$1 inst=$2 dropin
+  dropin=/etc/systemd/system/postgresql@$inst.service.d/walfs.conf
+  if [ "$verb" = start ] && [ -f "$dropin" ] && grep -qx 'BindsTo=walfs@%i.service' "$dropin" &&
+    ! walfs_active "$inst"; then
+    say "postgresql@$inst: dependency walfs@$inst.service is not active"
+    exit 1
+  fi
+  # Stopping an inactive unit succeeds (pg_ctlcluster stop exits 2 on a cluster that is
+  # down); pg_ctlcluster status exits 0 only for a running cluster.
+  if [ "$verb" = stop ] && ! pg_ctlcluster "${inst%%-*}" "${inst#*-}" status >/dev/null 2>&1; then
+    return 0
+  fi
+  pg_ctlcluster "${inst%%-*}" "${inst#*-}" "$verb"
+}
+
+case "${1:-}" in
+  daemon-reload) exit 0 ;;
+  enable) [ "${2:-}" = --now ] || { say "only 'enable --now' is emulated"; exit 1; }; shift 2; verb=start ;;
+  start | stop) verb=$1; shift ;;
+  *) say "'$*' is not emulated"; exit 1 ;;
+esac
+[ $# = 1 ] || { say "one unit at a time"; exit 1; }
+case "$verb:$1" in
+  start:walfs@*) start_walfs "$(instance_of "$1")" ;;
+  stop:walfs@*) stop_walfs "$(instance_of "$1")" ;;
+  start:postgresql@* | stop:postgresql@*) postgresql "$verb" "$(instance_of "$1")" ;;
+  *) say "'$verb $1' is not emulated"; exit 1 ;;
+esac
+EOF
+  chmod 0755 "$bin/systemctl"
+  mount --bind "$bin" /usr/local/sbin
+  export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+  [ "$(command -v walfs)" = /usr/local/sbin/walfs ] || fail "walfs is not found on PATH"
+  # Run in reverse order: the clusters stop, their daemons are killed, and the dead
+  # mounts those leave under /var/lib/postgresql are detached, so that WORK (which holds
+  # their mount points) can be removed.
+  on_exit "findmnt -n -l -t fuse.walfs -o TARGET | grep '^/var/lib/postgresql/' | xargs -r -n 1 umount -l"
+  on_exit "for f in '$STATE'/*.pid; do [ -f \"\$f\" ] && kill_if_walfs \$(cat \"\$f\"); done"
+  on_exit "for c in \$(pg_lsclusters -h 2>/dev/null | awk '{print \$1\"/\"\$2}'); do pg_ctlcluster -m immediate \${c%/*} \${c#*/} stop; done"
+}
+
+# run_block WHAT TEXT WORK: the docs' lines TEXT, one bash run with -e, as root from /,
+# the package's files (/usr/share/walfs/) taken from the source tree's packaging/. The
+# script and its trace are WORK/WHAT.{sh,log}; the trace is printed if it fails.
+run_block() {
+  local what=$1 text=$2 work=$3 f
+  f=$work/$what.sh
+  {
+    echo "set -euo pipefail"
+    printf '%s\n' "$text" | sed "s#/usr/share/walfs/#$WALFS_SOURCE_DIR/packaging/#g"
+  } >"$f"
+  log "$what, as written:"
+  printf '%s\n' "$text" | sed 's/^/    /' >&2
+  (cd / && bash -x "$f") >"$work/$what.log" 2>&1 || {
+    cat "$work/$what.log" >&2
+    fail "$what: the documented commands failed"
+  }
 }

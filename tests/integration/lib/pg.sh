@@ -407,6 +407,27 @@ pg_verify_committed() {
   log "all $n committed ids present ($(wc -l <"$present") rows)"
 }
 
+# pg_fill_wal W: a client inserting ~20 MiB of WAL per statement into table `filler`
+# (CREATE TABLE filler (id int, pad text)) until the server refuses; returns then. For
+# filling a pool: with max_wal_size far above it, no checkpoint frees WAL meanwhile.
+pg_fill_wal() {
+  as_postgres bash -c '
+    while "$1" -X -q -h "$2" -d postgres -v ON_ERROR_STOP=1 -c \
+      "INSERT INTO filler SELECT g, repeat(md5(g::text), 30) FROM generate_series(1, 20000) g"
+    do :; done' filler "$PG_BIN/psql" "$1/run" >/dev/null 2>>"$1/run/filler.client.log"
+}
+
+# pg_wait_exit W SECONDS: waits until the postmaster of W is gone (its postmaster.pid
+# removed, or its pid dead); fails (returns 1) after SECONDS.
+pg_wait_exit() {
+  local w=$1 i
+  for ((i = 0; i < $2 * 10; i++)); do
+    [ -n "$(pg_postmaster_pid "$w")" ] || return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # pg_wal_dir W: the WAL directory (inside the mount).
 pg_wal_dir() { echo "$1/wal/pg_wal"; }
 

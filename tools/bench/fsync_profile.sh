@@ -85,7 +85,7 @@ profile() {
     --stdio 2>/dev/null >"$OUT_DIR/$name.report.txt" || fail "$name: perf report failed"
   local ops
   ops=$(awk '/^Compare file sync methods using one 8kB write/ { one = 1 }
-             one && /fdatasync/ { print $2; exit }' "$OUT_DIR/$name.pg_test_fsync.txt")
+             one && /^[ \t]+fdatasync/ { print $2; exit }' "$OUT_DIR/$name.pg_test_fsync.txt")
   say "== $name: one 8kB write + fdatasync: ${ops:-?} ops/s"
   # Self-time shares by where the samples fall; the report's lines are
   # "  PCT%  DSO  [k|.] SYMBOL".

@@ -247,22 +247,46 @@ absl::Status Journal::Commit(const Transaction& txn, bool* committed) {
     return absl::OkStatus();
   }
   Build(txn, /*with_carried=*/true);
+  const uint64_t slot_size = sb_.journal_size / format::kJournalSlots;
+  // The carried images are persisted at home by this commit's own msync when they make
+  // its journal image large (see the protocol above: one msync either way).
+  bool with_carried_home = false;
   if (buffer_.size() > kCarryLimit && !carried_.empty()) {
-    // The carried images would make the journal write large: make them durable at home
-    // first. Until this slot is written, the other slot still holds them.
-    PersistCarried();
-    if (absl::Status h = region_.health(); !h.ok()) return h;
-    Build(txn, /*with_carried=*/false);
+    if (buffer_.size() <= slot_size) {
+      with_carried_home = true;
+    } else {
+      // Too big to repeat in one slot (not reached with kCarryLimit a quarter of a slot
+      // and transactions of a handful of records): make them durable at home first.
+      // Until this slot is written, the other slot still holds them.
+      PersistCarried();
+      if (absl::Status h = region_.health(); !h.ok()) return h;
+      Build(txn, /*with_carried=*/false);
+    }
   }
   // A transaction touches a handful of records; a slot holds well over fifty.
-  const uint64_t slot_size = sb_.journal_size / format::kJournalSlots;
   if (buffer_.size() > slot_size) {
     return absl::InternalError(absl::StrCat("journal transaction of ", buffer_.size(),
                                             " bytes exceeds the journal slot"));
   }
   const uint64_t slot = JournalSlotOffset(sb_, sequence_ % format::kJournalSlots);
   region_.Store(slot, buffer_.data(), buffer_.size());
-  region_.Persist(slot, buffer_.size());
+  if (with_carried_home) {
+    // One flush of the slot and the carried images' span together. Whatever part of it
+    // a crash lets reach the media, recovery finds every carried image in a committed
+    // slot: in this one if it is whole, else in the other (the previous transaction,
+    // which holds every image carried before this one). None of this transaction's own
+    // home images is stored yet, so none reaches the media ahead of its commit point.
+    // The span between holds only journal and record pages, which the kernel may write
+    // back at any time anyway (the other slot is durable, every other home image in it
+    // is carried or persisted).
+    const uint64_t lo = std::min(slot, carried_.begin()->first);
+    const uint64_t hi = std::max(slot + buffer_.size(),
+                                 carried_.rbegin()->first + carried_.rbegin()->second.size());
+    region_.Flush(lo, hi - lo);
+    region_.Drain();
+  } else {
+    region_.Persist(slot, buffer_.size());
+  }
   if (absl::Status h = region_.health(); !h.ok()) {
     // Not known durable: take it back, so that what the media say does not depend on
     // whether the failed persist wrote it (an empty slot replays nothing; the other slot
@@ -272,6 +296,8 @@ absl::Status Journal::Commit(const Transaction& txn, bool* committed) {
     return h;
   }
   *committed = true;
+  // Durable at home now, and this slot repeats them should the next one be torn.
+  if (with_carried_home) carried_.clear();
 
   uint64_t lo = UINT64_MAX, hi = 0;
   for (const auto& e : txn.entries_) {

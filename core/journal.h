@@ -12,8 +12,11 @@
 //    commit. Until one persist of their span makes them durable they are carried: every
 //    later transaction repeats them in its journal image, so the newest committed
 //    transaction always holds every home image that may not be on the media. A commit
-//    costs one msync, not two; the carried images are persisted (one msync of their
-//    span) when they would make a journal image larger than kCarryLimit, and at Sync.
+//    costs one msync, not two. When the carried images make a journal image larger than
+//    kCarryLimit, that commit's one msync covers their span too (the slot, which still
+//    repeats them, and their home pages together: if the slot is torn, the other slot
+//    holds them), and they are forgotten once it returns; at Sync one msync of their
+//    span persists them.
 //    A home image the kernel writes back early does no harm: it is the newest image,
 //    the one the journal holds.
 // The home stores of a transaction are never made before its commit point: the media
@@ -143,8 +146,8 @@ class Journal {
   uint64_t commits() const { return commits_; }
   // Home images stored but not yet persisted (msync mode); for tests.
   size_t carried() const { return carried_.size(); }
-  // Journal image size above which the carried home images are persisted first (a
-  // quarter of a slot: the msync of a commit stays a few pages).
+  // Journal image size above which the commit's msync persists the carried home images
+  // too (a quarter of a slot: the journal write of a commit stays a few pages).
   static constexpr size_t kCarryLimit = format::kJournalSlotSize / 4;
 
   struct ReplayResult {
@@ -165,7 +168,8 @@ class Journal {
   // Builds the journal image of `txn` in buffer_, plus (`with_carried`) the carried
   // images it does not replace.
   void Build(const Transaction& txn, bool with_carried);
-  // Persists the carried home images (one flush of their span) and forgets them.
+  // Persists the carried home images (one flush of their span) and forgets them (Sync;
+  // Commit when a transaction with them would not fit in a slot).
   void PersistCarried();
 
   PersistentRegion& region_;

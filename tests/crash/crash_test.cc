@@ -868,7 +868,8 @@ std::map<std::string, std::vector<Step>> Scenarios() {
   // one msync of a journal slot, and the home records of the earlier ones are carried in
   // every later transaction (core/journal.h), so a torn slot write must fall back to the
   // other slot with all of them. Enough creates that the carried images pass the carry
-  // limit mid-burst (one msync of their span, then the slot write).
+  // limit mid-burst: that commit's one msync covers the slot and their home span, and a
+  // crash there may leave any of those pages unwritten.
   {
     std::vector<Step> burst = {Mkdir("/archive_status")};
     for (int i = 0; i < 12; ++i) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "core/crc32c.h"
 #include "core/memory_region.h"
 #include "core/recording_region.h"
@@ -288,7 +289,7 @@ TEST_F(JournalCarryTest, SyncPersistsTheCarriedImagesAtHome) {
   EXPECT_EQ(region_.durability_points() - points, 1u);
 }
 
-TEST_F(JournalCarryTest, CarriedImagesArePersistedBeforeTheJournalImageGrowsPastTheLimit) {
+TEST_F(JournalCarryTest, CarriedImagesArePersistedWithTheCommitThatPassesTheLimit) {
   Journal j(region_, sb_, 1);
   // Each inode image adds 528 bytes to the journal image.
   const size_t fit = (Journal::kCarryLimit - sizeof(f::JournalHeader)) /
@@ -297,11 +298,34 @@ TEST_F(JournalCarryTest, CarriedImagesArePersistedBeforeTheJournalImageGrowsPast
   EXPECT_EQ(j.carried(), fit);
   const uint64_t points = region_.durability_points();
   CommitInode(j, 2 + fit, 5000);
-  // One msync for the carried span, one for the journal; the new image is carried alone.
-  EXPECT_EQ(region_.durability_points() - points, 2u);
+  // One msync for the journal slot and the carried span together; the new image is
+  // carried alone.
+  EXPECT_EQ(region_.durability_points() - points, 1u);
   EXPECT_EQ(j.carried(), 1u);
+  // The carried images are durable at home, without the journal's help.
+  const std::string image = region_.DurableImage();
+  for (uint64_t i = 0; i < fit; ++i) {
+    f::InodeRecord rec;
+    std::memcpy(&rec, image.data() + InodeOffset(sb_, 2 + i), sizeof(rec));
+    EXPECT_EQ(rec.generation, 1000u + i) << "inode " << 2 + i;
+  }
   EXPECT_EQ(RecoveredTag(2), 1000u);
   EXPECT_EQ(RecoveredTag(2 + fit), 5000u);
+  // The slot written by that commit repeats them all, and the one before names them
+  // too: had the new slot been torn, recovery would find them in the other.
+  const JournalContents c = ReadJournal(image.data(), sb_);
+  ASSERT_NE(c.committed(), nullptr);
+  EXPECT_EQ(c.committed()->images.size(), fit + 1);
+  const JournalSlot& before = c.slots[1 - c.newest];
+  ASSERT_EQ(before.state, JournalSlot::State::kValid);
+  EXPECT_EQ(before.images.size(), fit);
+  // The next commit repeats only what is carried now.
+  CommitInode(j, 2, 6000);
+  const JournalContents next = ReadJournal(region_.DurableImage().data(), sb_);
+  ASSERT_NE(next.committed(), nullptr);
+  EXPECT_EQ(next.committed()->images.size(), 2u);
+  EXPECT_EQ(RecoveredTag(2), 6000u);
+  EXPECT_EQ(RecoveredTag(3), 1001u);
 }
 
 TEST_F(JournalCarryTest, PmemPersistsHomeImagesAtEveryCommit) {
@@ -343,6 +367,45 @@ TEST(JournalSyncAtCloseTest, CleanCloseInMsyncModeLeavesHomeRecordsDurable) {
   }
   EXPECT_FALSE((*reopened)->Lookup(kRootInode, "b").ok());
   testing::ExpectFsckClean(image);
+}
+
+// walfs_latbench meta's pattern, and PostgreSQL's status files: a durable create (create,
+// fsync, release), a rename and an unlink (then the kernel's forget) each cost exactly
+// one msync, also once the carried images pass the carry limit (files that stay keep
+// adding records to carry).
+TEST(JournalMsyncCountTest, CreateRenameUnlinkCostOneMsyncEach) {
+  auto owned = std::make_unique<RecordingRegion>(testing::FormattedImage(8 << 20, 64),
+                                                 /*pmem_semantics=*/false);
+  RecordingRegion* region = owned.get();
+  auto opened = WalDirectory::Open(std::move(owned));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  WalDirectory& d = **opened;
+  const uint64_t start = region->durability_points();
+  uint64_t ops = 0;
+  for (int i = 0; i < 40; ++i) {
+    const std::string a = absl::StrCat("a.", i);
+    const std::string b = absl::StrCat("b.", i);
+    auto f = d.Create(kRootInode, a, 0600, kUser, true);
+    ASSERT_TRUE(f.ok()) << f.status();
+    ASSERT_TRUE(d.Fsync(f->ino, false).ok());
+    ASSERT_TRUE(d.FsyncDir(kRootInode).ok());
+    ASSERT_TRUE(d.Release(f->ino).ok());
+    EXPECT_EQ(region->durability_points() - start, ++ops) << "create " << a;
+    ASSERT_TRUE(d.Rename(kRootInode, a, kRootInode, b, 0).ok());
+    ASSERT_TRUE(d.FsyncDir(kRootInode).ok());
+    EXPECT_EQ(region->durability_points() - start, ++ops) << "rename " << a;
+    if (i % 2 == 0) {
+      ASSERT_TRUE(d.Unlink(kRootInode, b).ok());
+      ASSERT_TRUE(d.FsyncDir(kRootInode).ok());
+      d.Forget(f->ino, 1);  // its record is freed by the next commit
+      EXPECT_EQ(region->durability_points() - start, ++ops) << "unlink " << b;
+    } else {
+      d.Forget(f->ino, 1);  // stays
+    }
+  }
+  EXPECT_EQ(region->durability_points() - start, ops);
+  ASSERT_TRUE(d.Close().ok());
+  testing::ExpectFsckClean(region->DurableImage());
 }
 
 }  // namespace

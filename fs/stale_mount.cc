@@ -5,6 +5,7 @@
 #include <spawn.h>
 #include <unistd.h>
 #include <sys/mount.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 
 #include <climits>
@@ -106,11 +107,11 @@ absl::StatusOr<bool> DetachStaleMount(const std::string& mountpoint, const std::
   for (int round = 0; round < 16 && IsOurMount(canonical, fsname, fstype); ++round) {
     // The lock says no live walfs serves this pool file; a mount that still answers
     // (a pool file replaced under the same path while its daemon runs) is not touched.
-    int fd = open(canonical.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-      close(fd);
-      return detached;
-    }
+    // The probe must be a request the kernel always sends to the daemon: an open is
+    // not (walfs answers OPENDIR with ENOSYS, which the kernel remembers), nor a stat
+    // while the root's attributes are cached; STATFS is.
+    struct statfs st;
+    if (statfs(canonical.c_str(), &st) == 0) return detached;
     if (errno != ENOTCONN) return detached;
     if (umount2(canonical.c_str(), MNT_DETACH) != 0) {
       if (errno != EPERM) return core::PosixError(absl::StrCat("umount ", canonical), errno);

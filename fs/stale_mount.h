@@ -4,8 +4,8 @@
 // accesses fail with ENOTCONN, or succeed from cached attributes, so mounting again
 // would stack a new mount over the dead one (or fail). The caller holds the pool lock,
 // which proves no live walfs serves this pool: a mount of this same pool (same fsname
-// and type) at the mount point can only be dead, and is ours to detach once opening it
-// fails with ENOTCONN. Anything else at the mount point is left alone.
+// and type) at the mount point can only be dead, and is ours to detach once a statfs
+// of it fails with ENOTCONN. Anything else at the mount point is left alone.
 #ifndef WALFS_FS_STALE_MOUNT_H_
 #define WALFS_FS_STALE_MOUNT_H_
 

@@ -72,24 +72,6 @@ df_check() {
   DF_FREE=$((free * bs))
 }
 
-# fill W: a client inserting ~20 MiB of WAL per statement until the server refuses.
-fill() {
-  as_postgres bash -c '
-    while "$1" -X -q -h "$2" -d postgres -v ON_ERROR_STOP=1 -c \
-      "INSERT INTO filler SELECT g, repeat(md5(g::text), 30) FROM generate_series(1, 20000) g"
-    do :; done' filler "$PG_BIN/psql" "$1/run" >/dev/null 2>>"$1/run/filler.client.log"
-}
-
-# wait_postmaster_exit W SECONDS: waits until the postmaster of W is gone.
-wait_postmaster_exit() {
-  local w=$1 i
-  for ((i = 0; i < $2 * 10; i++)); do
-    [ -n "$(pg_postmaster_pid "$w")" ] || return 0
-    sleep 0.1
-  done
-  return 1
-}
-
 # check_enospc_reaction W: the server log shows ENOSPC only at segment creation, and no
 # failed I/O on an existing WAL file.
 check_enospc_reaction() {
@@ -142,9 +124,9 @@ run_mode() {
   pg_load_start "$w" 1
   sleep 2
   log "filling the pool with WAL"
-  fill "$w" &
+  pg_fill_wal "$w" &
   local fill_pid=$!
-  wait_postmaster_exit "$w" "$FILL_TIMEOUT" ||
+  pg_wait_exit "$w" "$FILL_TIMEOUT" ||
     fail "the server still runs ${FILL_TIMEOUT}s into the fill (avail $(df -B1 --output=avail "$mnt" | tail -n 1))"
   wait "$fill_pid" || true
   pg_load_wait

@@ -785,27 +785,20 @@ class Checker {
           continue;
         }
         if (b >= maybe_data_end) {
-          // Holes of the pool file read as zeros: skip them unread.
+          // Holes of the pool file read as zeros: skip them unread. Asked up to the
+          // uninitialised range at most (handled above, and not in to_scan).
+          const uint64_t until =
+              b < state_.uninit_begin ? std::min(end, state_.uninit_begin) : end;
           const PersistentRegion::DataRange data =
-              region_.MaybeData(BlockOffset(b), BlockOffset(end));
-          const uint64_t first =
-              std::min(end, (data.begin - sb_.data_offset) / sb_.block_size);
-          maybe_data_end = std::min(
-              end, (data.end - sb_.data_offset + sb_.block_size - 1) / sb_.block_size);
-          if (first > b) {
+              MaybeDataBlocks(region_, sb_.data_offset, sb_.block_size, b, until);
+          maybe_data_end = data.end;
+          if (data.begin > b) {
             if (dirty_begin != end) {
               report_run(dirty_begin, b);
               dirty_begin = end;
             }
-            // Up to the uninitialised range at most (it is not in to_scan), and ask
-            // again past it.
-            uint64_t skip_end = first;
-            if (b < state_.uninit_begin && state_.uninit_begin < skip_end) {
-              skip_end = state_.uninit_begin;
-              maybe_data_end = skip_end;
-            }
-            count_scanned(skip_end - b);
-            b = skip_end - 1;
+            count_scanned(data.begin - b);
+            b = data.begin - 1;
             continue;
           }
         }

@@ -31,6 +31,7 @@
 #ifndef WALFS_CORE_PERSISTENT_REGION_H_
 #define WALFS_CORE_PERSISTENT_REGION_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -133,6 +134,19 @@ struct PmemOpenOptions {
   // reading such a pool exposes nothing more, and export is for disaster recovery.
   bool owner_only = false;
 };
+
+// MaybeData counted in blocks of `block_size` from `base` (a data area): the first run
+// [begin, end) of blocks in [first, end) that may hold a non-zero byte, partly
+// holed blocks included, or {end, end} when all of them read as zeros.
+inline PersistentRegion::DataRange MaybeDataBlocks(const PersistentRegion& region,
+                                                   uint64_t base, uint64_t block_size,
+                                                   uint64_t first, uint64_t end) {
+  const PersistentRegion::DataRange bytes =
+      region.MaybeData(base + first * block_size, base + end * block_size);
+  if (bytes.begin >= base + end * block_size) return {end, end};
+  return {(bytes.begin - base) / block_size,
+          std::min(end, (bytes.end - base + block_size - 1) / block_size)};
+}
 
 // Maps `path` with libpmem. Errors name the path and the failing step (missing file,
 // permission, not mappable, too small).

@@ -73,18 +73,15 @@ absl::Status FreeSpaceGuard::Prepare(PersistentRegion& region, uint64_t data_off
     // Holes of the pool file read as zeros: only what may hold data is read.
     for (uint64_t from = a; from < b;) {
       const PersistentRegion::DataRange data =
-          region.MaybeData(data_offset + from * kBlockSize, data_offset + b * kBlockSize);
-      if (data.begin >= data_offset + b * kBlockSize) break;
-      const uint64_t first = (data.begin - data_offset) / kBlockSize;
-      const uint64_t stop = std::min(b, (data.end - data_offset + kBlockSize - 1) / kBlockSize);
-      for (uint64_t blk = first; blk < stop; ++blk) {
+          MaybeDataBlocks(region, data_offset, kBlockSize, from, b);
+      for (uint64_t blk = data.begin; blk < data.end; ++blk) {
         if (!AllZero(region.data() + data_offset + blk * kBlockSize, kBlockSize)) {
           return absl::DataLossError(absl::StrCat(
               "data block ", blk, " (offset ", data_offset + blk * kBlockSize,
               ") is free space but not zero; it is not handed out: run fsck.walfs --repair"));
         }
       }
-      from = std::max(stop, from + 1);
+      from = data.end;
     }
     checked.emplace_back(a, b);
   }

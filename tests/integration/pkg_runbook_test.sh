@@ -103,16 +103,8 @@ pg_sql "$W" 'CREATE TABLE committed (id bigint PRIMARY KEY);
              CREATE TABLE filler (id int, pad text)'
 
 # --- 3. fill the pool until the PANIC
-pg_load_start "$W" 1
-sleep 2
 log "filling the $POOL_SIZE pool with WAL"
-pg_fill_wal "$W" &
-fill_pid=$!
-pg_wait_exit "$W" "$FILL_TIMEOUT" || fail "15/pmem still runs ${FILL_TIMEOUT}s into the fill"
-wait "$fill_pid" || true
-pg_load_wait
-grep -q 'PANIC:  could not create file "pg_wal/xlogtemp.*No space left on device' "$PG_LOG" ||
-  fail "the server stopped without the PANIC at segment creation"
+pg_fill_until_panic "$W" "$FILL_TIMEOUT" "$PG_LOG"
 [ "$(cluster_field 4)" = down ] || fail "15/pmem is not down after the PANIC: $(pg_lsclusters)"
 log "full: $(grep -c 'No space left on device' "$PG_LOG") ENOSPC line(s) in the server log," \
   "$(pg_segments "$W" | wc -l) segments"

@@ -417,6 +417,23 @@ pg_fill_wal() {
     do :; done' filler "$PG_BIN/psql" "$1/run" >/dev/null 2>>"$1/run/filler.client.log"
 }
 
+# pg_fill_until_panic W SECONDS LOG: with committed-id loggers running (pg_load_start,
+# round 1), fills the pool with WAL (tables `committed` and `filler` must exist) until
+# the server PANICs at segment creation and stops; fails when it still runs after
+# SECONDS, or stopped without that PANIC in LOG (its server log).
+pg_fill_until_panic() {
+  local w=$1 secs=$2 pglog=$3 fill_pid
+  pg_load_start "$w" 1
+  sleep 2
+  pg_fill_wal "$w" &
+  fill_pid=$!
+  pg_wait_exit "$w" "$secs" || fail "the server still runs ${secs}s into the fill"
+  wait "$fill_pid" || true
+  pg_load_wait
+  grep -q 'PANIC:  could not create file "pg_wal/xlogtemp.*No space left on device' "$pglog" ||
+    fail "the server stopped without the PANIC at segment creation"
+}
+
 # pg_wait_exit W SECONDS: waits until the postmaster of W is gone (its postmaster.pid
 # removed, or its pid dead); fails (returns 1) after SECONDS.
 pg_wait_exit() {

@@ -112,6 +112,14 @@ size_t OffsetOf(const benchmark::State& state, size_t i) {
     return;                                         \
   }
 
+// The same, for cases that need the mapping to be pmem (durable with a fence).
+#define WALFS_PMEM_SEGMENT_OR_SKIP(seg)                                                  \
+  WALFS_SEGMENT_OR_SKIP(seg);                                                            \
+  if (!seg.is_pmem()) {                                                                  \
+    state.SkipWithError("not pmem: run with PMEM_IS_PMEM_FORCE=1 (or on real PMEM)");   \
+    return;                                                                              \
+  }
+
 // pwrite of one page per iteration, followed by fdatasync when `sync`.
 void TmpfsWriteLoop(benchmark::State& state, bool sync) {
   WALFS_SEGMENT_OR_SKIP(seg);
@@ -143,11 +151,7 @@ void CachedCopy(benchmark::State& state) {
 }
 
 void DurableCopy(benchmark::State& state) {
-  WALFS_SEGMENT_OR_SKIP(seg);
-  if (!seg.is_pmem()) {
-    state.SkipWithError("not pmem: run with PMEM_IS_PMEM_FORCE=1 (or on real PMEM)");
-    return;
-  }
+  WALFS_PMEM_SEGMENT_OR_SKIP(seg);
   std::vector<char> buf(kPage, 'w');
   size_t i = 0;
   for (auto _ : state) {
@@ -169,11 +173,7 @@ void Fstat(benchmark::State& state) {
 }
 
 void DirectWriteFdatasync(benchmark::State& state) {
-  WALFS_SEGMENT_OR_SKIP(seg);
-  if (!seg.is_pmem()) {
-    state.SkipWithError("not pmem: run with PMEM_IS_PMEM_FORCE=1 (or on real PMEM)");
-    return;
-  }
+  WALFS_PMEM_SEGMENT_OR_SKIP(seg);
   struct stat st;
   if (fstat(seg.fd(), &st) != 0) {
     state.SkipWithError("fstat failed");
@@ -231,11 +231,7 @@ void CompareThenStore(char* dst, const char* src, size_t n) {
 
 // The page-fill pattern (PageFill): `compare` picks CompareThenStore over the copy.
 void PageFill(benchmark::State& state) {
-  WALFS_SEGMENT_OR_SKIP(seg);
-  if (!seg.is_pmem()) {
-    state.SkipWithError("not pmem: run with PMEM_IS_PMEM_FORCE=1 (or on real PMEM)");
-    return;
-  }
+  WALFS_PMEM_SEGMENT_OR_SKIP(seg);
   const bool compare = state.range(0) == 1;
   std::vector<char> page(kPage, 0);
   size_t i = 0;
@@ -255,11 +251,7 @@ void PageFill(benchmark::State& state) {
 }
 
 void RewriteCompare(benchmark::State& state) {
-  WALFS_SEGMENT_OR_SKIP(seg);
-  if (!seg.is_pmem()) {
-    state.SkipWithError("not pmem: run with PMEM_IS_PMEM_FORCE=1 (or on real PMEM)");
-    return;
-  }
+  WALFS_PMEM_SEGMENT_OR_SKIP(seg);
   std::vector<char> buf(kPage, 'w');
   for (auto _ : state) CompareThenStore(seg.map(), buf.data(), kPage);
 }

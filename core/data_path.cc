@@ -178,8 +178,7 @@ absl::StatusOr<Pool::ZeroTail> Pool::Truncate(Edit& e, uint64_t ino, uint64_t si
 void Pool::ZeroFileRange(const format::InodeRecord& rec, ZeroTail t) {
   if (t.to <= t.from) return;
   ForEachRun(rec, t.from, t.to - t.from, [&](uint64_t pool_off, uint64_t n, uint64_t) {
-    region_->Fill(pool_off, 0, n);
-    region_->Flush(pool_off, n);
+    ZeroUnlessZero(*region_, pool_off, n);
   });
   region_->Drain();
 }

@@ -148,6 +148,17 @@ inline PersistentRegion::DataRange MaybeDataBlocks(const PersistentRegion& regio
           std::min(end, (bytes.end - base + block_size - 1) / block_size)};
 }
 
+// Makes [off, off+len) read as zeros and flushes it; the caller drains (Persist's
+// contract). Pages that already read as zero (holes of the pool file unread, the rest
+// compared) are not stored to: in msync mode a stored page is a page written back, and
+// the extent being freed is mostly never-written space (a segment extent given back
+// with 8 KiB used, a removed segment's unused tail), so freeing it costs its written
+// pages rather than a write of the whole extent. The whole range is still flushed: a
+// page that reads as zero may be dirty over older non-zero bytes on the media (zeros
+// written but not yet persisted), and Flush writes back only what is dirty. Returns the
+// bytes stored. Pages are counted from offset 0 of the region.
+uint64_t ZeroUnlessZero(PersistentRegion& region, uint64_t off, uint64_t len);
+
 // Maps `path` with libpmem. Errors name the path and the failing step (missing file,
 // permission, not mappable, too small).
 absl::StatusOr<std::unique_ptr<PersistentRegion>> OpenPmemRegion(

@@ -304,10 +304,7 @@ absl::Status Pool::Recover() {
       const uint64_t allocated = AllocatedBlocks(in->rec) * kBlockSize;
       ForEachRun(in->rec, in->rec.size, allocated - in->rec.size,
                  [&](uint64_t pool_off, uint64_t n, uint64_t) {
-                   if (!AllZero(region_->data() + pool_off, n)) {
-                     region_->Fill(pool_off, 0, n);
-                     region_->Flush(pool_off, n);
-                   }
+                   ZeroUnlessZero(*region_, pool_off, n);
                  });
     }
     region_->Drain();
@@ -488,11 +485,11 @@ void Pool::Reclaim(uint64_t ino) {
   // The orphan owns its extents until the commit below, so nobody else touches them and
   // the zeroing runs without locks. A crash before the commit leaves the orphan in place
   // and the next open zeroes it again.
+  uint64_t stored = 0;
   for (uint32_t i = 0; i < rec.extent_count; ++i) {
     const auto& e = rec.extents[i];
-    const uint64_t off = sb_.data_offset + e.block * kBlockSize;
-    region_->Fill(off, 0, e.count * kBlockSize);
-    region_->Flush(off, e.count * kBlockSize);
+    stored += ZeroUnlessZero(*region_, sb_.data_offset + e.block * kBlockSize,
+                             e.count * kBlockSize);
   }
   region_->Drain();
   MutexLock ns(&ns_mu_);
@@ -501,7 +498,7 @@ void Pool::Reclaim(uint64_t ino) {
   pending_frees_.push_back(ino);
   PublishFree();
   counters_.orphans_reclaimed.fetch_add(1, std::memory_order_relaxed);
-  counters_.zeroed_blocks.fetch_add(blocks, std::memory_order_relaxed);
+  counters_.zeroed_blocks.fetch_add(stored / kBlockSize, std::memory_order_relaxed);
   if (pending_frees_.size() >= kMaxPendingFrees) {
     // On failure they stay pending, and orphans on media for the next open to reclaim.
     Edit e(*this);

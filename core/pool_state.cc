@@ -109,8 +109,8 @@ absl::Status FreeSpaceGuard::Prepare(PersistentRegion& region, uint64_t data_off
   }
   const uint64_t off = data_offset + zero_from * kBlockSize;
   const uint64_t len = (b - zero_from) * kBlockSize;
-  region.Fill(off, 0, len);
-  region.Persist(off, len);
+  ZeroUnlessZero(region, off, len);
+  region.Drain();
   return region.health();
 }
 

@@ -584,5 +584,43 @@ TEST(RecordingRegionTest, ScalesToThousandsOfImages) {
   EXPECT_EQ(n, 1 + kUnits + pairs + pairs + kUnits + 1 + (kUnits - 5));
 }
 
+// ZeroUnlessZero stores only over pages that do not read as zero, yet leaves the whole
+// range durably zero: a page that reads as zero over older non-zero media is flushed.
+class ZeroUnlessZeroTest : public testing::TestWithParam<bool> {};
+
+TEST_P(ZeroUnlessZeroTest, StoresOnlyNonZeroPagesAndLeavesTheRangeDurablyZero) {
+  constexpr uint64_t kPage = RecordingRegion::kPageSize;
+  std::string image(8 * kPage, '\0');
+  image.replace(0, 100, std::string(100, 'h'));                  // before the range
+  image.replace(2 * kPage, kPage, std::string(kPage, 'x'));      // a written page
+  image[5 * kPage + 4000] = 'y';                                 // one byte of a page
+  image.replace(6 * kPage, kPage, std::string(kPage, 'z'));      // zeroed below, unflushed
+  image.replace(8 * kPage - 100, 100, std::string(100, 't'));    // after the range
+  RecordingRegion r(image, /*pmem_semantics=*/GetParam());
+  r.Fill(6 * kPage, 0, kPage);  // reads as zero; the media still holds 'z'
+  ASSERT_NE(r.DurableImage().substr(6 * kPage, kPage), std::string(kPage, '\0'));
+
+  const uint64_t begin = 100, end = 8 * kPage - 100;
+  EXPECT_EQ(ZeroUnlessZero(r, begin, end - begin), 2 * kPage);  // pages 2 and 5 only
+  r.Drain();
+
+  std::string expected = image;
+  expected.replace(begin, end - begin, std::string(end - begin, '\0'));
+  EXPECT_EQ(std::string(r.data(), r.size()), expected);
+  EXPECT_EQ(r.DurableImage(), expected);
+  EXPECT_EQ(r.in_flight(), 0u);
+}
+
+TEST_P(ZeroUnlessZeroTest, ZeroRangeIsNotStoredTo) {
+  RecordingRegion r(4 * RecordingRegion::kPageSize, GetParam());
+  EXPECT_EQ(ZeroUnlessZero(r, 10, r.size() - 20), 0u);
+  EXPECT_EQ(r.in_flight(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ZeroUnlessZeroTest, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Pmem" : "Msync";
+                         });
+
 }  // namespace
 }  // namespace walfs::core

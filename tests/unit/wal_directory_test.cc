@@ -200,6 +200,22 @@ TEST_F(WalDirectoryTest, OrphanLeftByCrashIsReclaimedAndZeroedAtOpen) {
       << "free space must be zero after reclaim";
 }
 
+// Freeing an extent stores zeros only over the blocks that were written: a segment's
+// unused tail is already zero, and in msync mode each stored block is a write-back.
+TEST_F(WalDirectoryTest, FreeingASegmentZeroesOnlyItsWrittenBlocks) {
+  auto f = dir_->Create(kRootInode, kSeg, 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_GT(dir_->GetAttr(f->ino)->blocks * 512, 4 * format::kBlockSize);
+  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes(std::string(5000, 'x')), false).ok());  // 2
+  ASSERT_TRUE(dir_->Write(f->ino, 3 * format::kBlockSize + 1, Bytes("y"), false).ok());
+  dir_->Forget(f->ino, 1);
+  ASSERT_TRUE(dir_->Unlink(kRootInode, kSeg).ok());
+  EXPECT_EQ(dir_->counters().orphans_reclaimed, 1u);
+  EXPECT_EQ(dir_->counters().zeroed_blocks, 3u);
+  EXPECT_EQ(bytes_->find_first_not_of('\0', dir_->superblock().data_offset),
+            std::string::npos);
+}
+
 // True when inode `ino`'s record in `image` is free (all zero, format.h).
 bool InodeSlotIsFree(const std::string& image, const format::Superblock& sb, InodeId ino) {
   const size_t off = sb.inode_table_offset + ino * format::kInodeSize;

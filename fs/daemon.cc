@@ -188,13 +188,13 @@ int RunDaemon(const Options& options) {
     }
     lease_pool.dev = st.st_dev;
     lease_pool.ino = st.st_ino;
+    pool_owner_uid = st.st_uid;
+    pool_owner_gid = st.st_gid;
     if (options.powercut_sim) {
       // Shared so that direct-access clients store where the daemon reads; owned like
       // the pool so that the pool's owner (PostgreSQL) can open it.
       lease_pool.image_path = absl::StrCat("/dev/shm/walfs-powercut.", st.st_dev, ".",
                                            st.st_ino);
-      pool_owner_uid = st.st_uid;
-      pool_owner_gid = st.st_gid;
     }
   }
 
@@ -245,6 +245,23 @@ int RunDaemon(const Options& options) {
     dir = std::move(*opened);
   }
 
+  // Direct access needs a way to revoke a client's use of a lease at every close
+  // (fs/lease_stamps.h); without it no lease is granted.
+  std::unique_ptr<LeaseStamps> lease_stamps;
+  if (dir->mode() == core::DurabilityMode::kPmem && !options.read_only) {
+    const std::string path =
+        absl::StrCat("/dev/shm/walfs-leases.", lease_pool.dev, ".", lease_pool.ino);
+    absl::StatusOr<std::unique_ptr<LeaseStamps>> made =
+        LeaseStamps::Create(path, pool_owner_uid, pool_owner_gid);
+    if (made.ok()) {
+      lease_stamps = std::move(*made);
+      lease_pool.stamp_path = path;
+    } else {
+      Log(LOG_WARNING, "direct access disabled (clients write through FUSE): %s",
+          std::string(made.status().message()).c_str());
+    }
+  }
+
   Server server(*dir, ServerConfig{.pool = options.pool,
                                    .mountpoint = options.mountpoint,
                                    .strict = options.durability == Durability::kStrict,
@@ -255,7 +272,8 @@ int RunDaemon(const Options& options) {
                                    .attr_timeout = options.attr_timeout,
                                    .page_cache = experiments->page_cache,
                                    .ignore_dsync = experiments->ignore_dsync,
-                                   .lease_pool = lease_pool});
+                                   .lease_pool = lease_pool,
+                                   .lease_stamps = lease_stamps.get()});
 
   // The ENOSPC log line says how full the pool is (statfs's figures, so df agrees).
   core::WalDirectory* stats_dir = dir.get();

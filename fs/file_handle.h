@@ -18,6 +18,9 @@ struct FileHandle {
   // released with the handle. lease_mu orders two ioctls racing on one handle.
   std::mutex lease_mu;
   bool leased = false;  // guarded by lease_mu
+  // The handle's revocation word (fs/lease_stamps.h), from its first lease to RELEASE;
+  // -1 before. Guarded by lease_mu.
+  int64_t stamp_slot = -1;
 
   bool Writable() const { return (open_flags & O_ACCMODE) != O_RDONLY; }
 

@@ -22,6 +22,15 @@
 // On RELEASE of a leased handle the daemon sets mtime/ctime (the client's stores did not
 // go through FUSE) and commits them.
 //
+// Revocation (fs/lease_stamps.h): the reply names one 64-bit word of a shared file
+// (stamp_path, stamp_offset) and the stamp it holds now. The daemon writes a new stamp
+// there at every FLUSH of the handle (the kernel sends one for each close(2) of any
+// descriptor of it, before close returns) and at its RELEASE, so in pmem mode FLUSH is
+// always answered, never ENOSYS. A client that reads anything but its stamp stops using
+// the lease for that descriptor and sends the call to the kernel: a descriptor number
+// closed where the library did not see it and reused for another file never gets a
+// direct store, and no store is made for a handle the daemon has released.
+//
 // What the client guarantees:
 //  - it checks that the file it opened by pool_path is the pool the daemon serves
 //    (st_dev/st_ino of the opened file equal pool_dev/pool_ino, and the 16 bytes at
@@ -30,6 +39,8 @@
 //    file with an OFD read lock on [kClientLockOffset, +kClientLockLength). The daemon
 //    refuses to mount a pool while such a lock is held (it would otherwise reclaim
 //    orphans whose blocks a surviving client still maps);
+//  - before each direct store and each fsync it answers itself it compares the stamp
+//    word with the reply's stamp, and falls back to the kernel when they differ;
 //  - a write it stores itself is durable when the call returns (non-temporal copy or
 //    flush, then a fence, in the writing thread), so fsync/fdatasync on the descriptor
 //    have nothing left to do.
@@ -56,7 +67,7 @@
 namespace walfs::lease {
 
 inline constexpr uint32_t kMagic = 0x4c534657;  // "WFSL" little-endian
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr uint32_t kMaxRuns = 26;        // an inode's extent limit (format.h)
 inline constexpr uint32_t kPathBytes = 4096;    // PATH_MAX, NUL included
 
@@ -97,12 +108,15 @@ struct Reply {
   uint8_t uuid[16];
   uint32_t run_count;  // <= kMaxRuns
   uint32_t reserved0;
+  uint64_t stamp;         // non-zero; the word at stamp_offset holds it while the lease stands
+  uint64_t stamp_offset;  // byte offset of the handle's 8-byte word in stamp_path (8-aligned)
   Run runs[kMaxRuns];
   char pool_path[kPathBytes];   // absolute, NUL-terminated
   char image_path[kPathBytes];  // with kFlagImage: absolute, NUL-terminated; else empty
+  char stamp_path[kPathBytes];  // absolute, NUL-terminated: the revocation stamps
 };
-static_assert(sizeof(Reply) == 88 + 24 * kMaxRuns + 2 * kPathBytes);
-static_assert(offsetof(Reply, runs) == 88);
+static_assert(sizeof(Reply) == 104 + 24 * kMaxRuns + 3 * kPathBytes);
+static_assert(offsetof(Reply, runs) == 104);
 // _IOC_SIZE has 14 bits: the whole reply must fit in one restricted ioctl.
 static_assert(sizeof(Reply) < (1u << 14));
 

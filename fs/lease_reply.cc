@@ -9,14 +9,19 @@
 namespace walfs::fs {
 
 absl::Status FillLeaseReply(const core::Lease& lease, const LeasePool& pool,
-                            const core::format::Superblock& sb, lease::Reply* reply) {
+                            const core::format::Superblock& sb, LeaseStamp stamp,
+                            lease::Reply* reply) {
   std::memset(reply, 0, sizeof(*reply));
   if (lease.runs.size() > lease::kMaxRuns) {
     return absl::InvalidArgumentError(
         absl::StrCat("lease of ", lease.runs.size(), " runs exceeds ", lease::kMaxRuns));
   }
-  if (pool.path.size() >= lease::kPathBytes || pool.image_path.size() >= lease::kPathBytes) {
+  if (pool.path.size() >= lease::kPathBytes || pool.image_path.size() >= lease::kPathBytes ||
+      pool.stamp_path.size() >= lease::kPathBytes) {
     return absl::InvalidArgumentError("pool path too long for a lease reply");
+  }
+  if (pool.stamp_path.empty() || stamp.value == 0) {
+    return absl::InvalidArgumentError("no revocation stamp for the lease");
   }
   reply->magic = lease::kMagic;
   reply->version = lease::kVersion;
@@ -31,6 +36,8 @@ absl::Status FillLeaseReply(const core::Lease& lease, const LeasePool& pool,
       core::format::kSuperblockOffset[0] + offsetof(core::format::Superblock, uuid);
   std::memcpy(reply->uuid, sb.uuid, sizeof(reply->uuid));
   reply->run_count = static_cast<uint32_t>(lease.runs.size());
+  reply->stamp = stamp.value;
+  reply->stamp_offset = stamp.offset;
   for (size_t i = 0; i < lease.runs.size(); ++i) {
     reply->runs[i] = lease::Run{.file_offset = lease.runs[i].file_offset,
                                 .pool_offset = lease.runs[i].pool_offset,
@@ -38,6 +45,7 @@ absl::Status FillLeaseReply(const core::Lease& lease, const LeasePool& pool,
   }
   std::memcpy(reply->pool_path, pool.path.data(), pool.path.size());
   std::memcpy(reply->image_path, pool.image_path.data(), pool.image_path.size());
+  std::memcpy(reply->stamp_path, pool.stamp_path.data(), pool.stamp_path.size());
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "fs/file_handle.h"
 #include "fs/lease_protocol.h"
 #include "fs/lease_reply.h"
+#include "fs/lease_stamps.h"
 #include "fs/logging.h"
 #include "fs/server.h"
 #include "fs/status_json.h"
@@ -452,9 +454,19 @@ void WalfsWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, of
 void WalfsFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(GetServer(req), OpClass::kFsync);
   (void)ino;
-  (void)fi;
   Server& server = GetServer(req);
   server.fuse_flush.fetch_add(1, std::memory_order_relaxed);
+  // A descriptor of this handle is being closed, maybe one a client library tracks
+  // without having seen the close: its next store must not go into the pool until it
+  // has checked again (fs/lease_protocol.h, "Revocation"). Revoked before the reply,
+  // which close(2) waits for.
+  FileHandle* handle = FileHandle::From(fi);
+  if (handle != nullptr && server.lease_stamps() != nullptr) {
+    std::lock_guard<std::mutex> l(handle->lease_mu);
+    if (handle->stamp_slot >= 0) {
+      server.lease_stamps()->Revoke(static_cast<uint32_t>(handle->stamp_slot));
+    }
+  }
   fuse_reply_err(req, server.flush_shortcut() ? ENOSYS : 0);
 }
 
@@ -465,6 +477,10 @@ void WalfsRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   {
     std::lock_guard<std::mutex> l(handle->lease_mu);
     leased = handle->leased;
+    if (handle->stamp_slot >= 0) {
+      GetServer(req).lease_stamps()->Free(static_cast<uint32_t>(handle->stamp_slot));
+      handle->stamp_slot = -1;
+    }
   }
   if (leased) {
     // The last descriptor of the open file description is gone, and with it every
@@ -524,6 +540,12 @@ void WalfsIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
     refuse(EOPNOTSUPP);
     return;
   }
+  LeaseStamps* stamps = server.lease_stamps();
+  if (stamps == nullptr) {
+    refuse(EOPNOTSUPP);  // msync mode or read-only (AcquireLease would say so too), or
+                         // no stamps file: leases could not be revoked
+    return;
+  }
   std::lock_guard<std::mutex> l(handle->lease_mu);
   core::WalDirectory& dir = server.dir();
   absl::StatusOr<core::Lease> lease = dir.AcquireLease(ino, /*renew=*/handle->leased);
@@ -532,22 +554,39 @@ void WalfsIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
     refuse(error);
     return;
   }
-  // One reply buffer per worker thread: it is 9 KiB, and leases are rare.
+  const bool was_leased = handle->leased;
+  auto give_back = [&] {
+    if (!was_leased) (void)dir.ReleaseLease(ino);
+  };
+  if (handle->stamp_slot < 0) {
+    std::optional<uint32_t> slot = stamps->Allocate();
+    if (!slot) {
+      Log(LOG_WARNING, "lease on inode %lu refused: all %u revocation stamps in use",
+          static_cast<unsigned long>(ino), LeaseStamps::kDefaultSlots);
+      give_back();
+      refuse(EBUSY);
+      return;
+    }
+    handle->stamp_slot = *slot;
+  }
+  const uint32_t slot = static_cast<uint32_t>(handle->stamp_slot);
+  const LeaseStamp stamp{.offset = LeaseStamps::OffsetOf(slot), .value = stamps->Renew(slot)};
+  // One reply buffer per worker thread: it is 13 KiB, and leases are rare.
   thread_local lease::Reply reply;
   absl::Status filled = FillLeaseReply(*lease, server.config().lease_pool,
-                                       dir.superblock(), &reply);
+                                       dir.superblock(), stamp, &reply);
   if (!filled.ok()) {
     Log(LOG_WARNING, "lease on inode %lu refused: %s", static_cast<unsigned long>(ino),
         std::string(filled.message()).c_str());
-    if (!handle->leased) (void)dir.ReleaseLease(ino);
+    give_back();
     refuse(EOPNOTSUPP);
     return;
   }
-  const bool was_leased = handle->leased;
   handle->leased = true;
   if (fuse_reply_ioctl(req, 0, &reply, sizeof(reply)) != 0 && !was_leased) {
     // The caller is gone (interrupted): it never saw the lease.
     handle->leased = false;
+    stamps->Revoke(slot);
     (void)dir.ReleaseLease(ino);
   }
 }

@@ -39,6 +39,7 @@ std::string Server::StatusJson() const {
   s.strict = config_.strict;
   s.fsync_shortcut = fsync_shortcut_;
   s.fsyncdir_shortcut = fsyncdir_shortcut();
+  s.flush_shortcut = flush_shortcut();
   s.opendir_shortcut = opendir_shortcut.load(std::memory_order_relaxed);
   s.read_only = config_.read_only;
   s.threads = config_.threads;

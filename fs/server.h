@@ -14,6 +14,7 @@
 #include "core/latency_histogram.h"
 #include "core/wal_directory.h"
 #include "fs/lease_reply.h"
+#include "fs/lease_stamps.h"
 #include "fs/options.h"
 #include "fs/usage_watch.h"
 
@@ -36,6 +37,9 @@ struct ServerConfig {
   bool ignore_dsync = false;  // treat O_DSYNC/O_SYNC writes as plain writes
   // What lease replies say about the pool (fs/lease_protocol.h).
   LeasePool lease_pool;
+  // Revocation words of leased handles; null when the daemon grants no leases (msync
+  // mode, read-only, or the stamps file could not be made). Outlives the server.
+  LeaseStamps* lease_stamps = nullptr;
 };
 
 // What the latency histograms group FUSE requests by (status "latency").
@@ -72,8 +76,12 @@ class Server {
   // segment rename and status-file change. Only durability=strict keeps the round trip.
   bool fsyncdir_shortcut() const { return !config_.strict; }
   // True when FLUSH (sent at every close) is answered ENOSYS: close promises no
-  // durability in either mode, so only durability=strict keeps the round trip.
-  bool flush_shortcut() const { return !config_.strict; }
+  // durability in either mode, so only durability=strict keeps the round trip, and a
+  // daemon that grants leases, for which FLUSH is how a close revokes a client's use of
+  // the lease (fs/lease_stamps.h). ENOSYS is remembered by the kernel for the whole
+  // connection, so leasing needs every FLUSH answered.
+  bool flush_shortcut() const { return !config_.strict && config_.lease_stamps == nullptr; }
+  LeaseStamps* lease_stamps() const { return config_.lease_stamps; }
 
   const ServerConfig& config() const { return config_; }
 

@@ -60,6 +60,7 @@ std::string StatusJson(const DaemonStatus& s) {
   j.Str("durability", s.strict ? "strict" : "auto");
   j.Bool("fsync_shortcut", s.fsync_shortcut);
   j.Bool("fsyncdir_shortcut", s.fsyncdir_shortcut);
+  j.Bool("flush_shortcut", s.flush_shortcut);
   j.Bool("opendir_shortcut", s.opendir_shortcut);
   j.Bool("read_only", s.read_only);
   j.Num("threads", s.threads);

@@ -14,8 +14,10 @@
 //   "durability":     "auto" | "strict" (the mount option)
 //   "fsync_shortcut": true when FSYNC is answered ENOSYS (mode pmem and durability
 //                     auto)
-//   "fsyncdir_shortcut": true when FSYNCDIR and FLUSH are answered ENOSYS
-//                     (durability auto, either mode)
+//   "fsyncdir_shortcut": true when FSYNCDIR is answered ENOSYS (durability auto,
+//                     either mode)
+//   "flush_shortcut": true when FLUSH is answered ENOSYS (durability auto and no
+//                     leases: a daemon that grants leases revokes them at FLUSH)
 //   "opendir_shortcut": true when OPENDIR is answered ENOSYS (the kernel then opens
 //                     directories without asking)
 //   "read_only":      true for a ro mount
@@ -71,6 +73,7 @@ struct DaemonStatus {
   bool strict = false;
   bool fsync_shortcut = false;
   bool fsyncdir_shortcut = false;
+  bool flush_shortcut = false;
   bool opendir_shortcut = false;
   bool read_only = false;
   unsigned threads = 0;

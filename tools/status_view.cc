@@ -244,7 +244,7 @@ std::string Line(absl::string_view label, absl::string_view value) {
 const std::set<std::string, std::less<>>& ShownKeys() {
   static const std::set<std::string, std::less<>> kKeys = {
       "version", "pool", "mountpoint", "pid", "mode", "region", "durability",
-      "fsync_shortcut", "fsyncdir_shortcut", "read_only", "threads", "segment_size", "block_size",
+      "fsync_shortcut", "fsyncdir_shortcut", "flush_shortcut", "read_only", "threads", "segment_size", "block_size",
       "total_blocks", "free_blocks", "reserved_blocks", "total_inodes", "free_inodes", "writes", "write_bytes",
       "reads", "read_bytes", "fsyncs", "fsyncdirs", "sync_writes", "journal_commits",
       "journal_replays", "orphans_reclaimed", "zeroed_blocks", "fuse_fsync", "fuse_fsyncdir",

@@ -66,7 +66,8 @@ enum class DirectResult {
   kUntracked,   // fd holds no lease
   kNotInLease,  // length 0, negative offset, partly or wholly outside the lease, bad
                 // iovec count or length overflow, or flags the direct path does not do
-  kStale,       // fstat says fd is no longer the leased file: the entry was dropped
+  kStale,       // the lease's stamp changed (a close of its file description, or the
+                // handle was released): the entry was dropped
 };
 
 // RWF_* flags a direct store honours: DSYNC/SYNC are what it does anyway, HIPRI and
@@ -81,6 +82,11 @@ DirectResult TryDirectWrite(FdTable& table, int fd, const struct iovec* iov, int
 
 DirectResult TryDirectWritePmem(FdTable& table, int fd, const struct iovec* iov, int iovcnt,
                                 off_t offset, int flags, size_t* written);
+
+// fsync/fdatasync on fd: true when fd holds a lease that still stands, whose stores were
+// durable on return (nothing to sync); false when untracked or just found revoked (the
+// entry is then dropped): the caller makes the real call.
+inline bool SyncIsDone(FdTable& table, int fd);
 
 }  // namespace walfs::direct
 

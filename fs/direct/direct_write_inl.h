@@ -4,13 +4,32 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <sys/stat.h>
 
 #include <cstdint>
 
 #include "fs/direct/switches.h"
 
 namespace walfs::direct {
+
+// Drops fd's entry (if it is still `lease`'s) after its stamp changed.
+inline void DropStale(FdTable& table, int fd, FdTable::Ref& lease) {
+  const int saved_errno = errno;
+  DebugLog("fd %d: lease on walfs inode %llu revoked (a close of its file description): "
+           "dropped",
+           fd, static_cast<unsigned long long>(lease->walfs_ino));
+  FdTable::Entry* entry = lease.entry();
+  lease.Reset();
+  table.UntrackIf(fd, entry);
+  errno = saved_errno;
+}
+
+inline bool SyncIsDone(FdTable& table, int fd) {
+  FdTable::Ref lease = table.Acquire(fd);
+  if (!lease) return false;
+  if (LeaseCurrent(*lease)) return true;
+  DropStale(table, fd, lease);
+  return false;
+}
 
 template <typename Persistor>
 DirectResult TryDirectWrite(FdTable& table, int fd, const struct iovec* iov, int iovcnt,
@@ -31,21 +50,14 @@ DirectResult TryDirectWrite(FdTable& table, int fd, const struct iovec* iov, int
   if (total == 0 || begin > lease->leased_size || total > lease->leased_size - begin) {
     return DirectResult::kNotInLease;
   }
-  // The descriptor number may have been closed and reused where we could not see it (a
-  // raw system call): only the file we leased may receive the bytes.
-  const int saved_errno = errno;
-  struct stat st;
-  const bool same = fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_dev) == lease->file_dev &&
-                    static_cast<uint64_t>(st.st_ino) == lease->file_ino;
-  if (!same) {
-    DebugLog("fd %d: no longer the leased file (walfs inode %llu): lease dropped", fd,
-             static_cast<unsigned long long>(lease->walfs_ino));
-    FdTable::Entry* entry = lease.entry();
-    lease.Reset();
-    table.UntrackIf(fd, entry);
-    errno = saved_errno;
+  // The descriptor number may have been closed where we could not see it (a raw system
+  // call) and reused: the daemon has then revoked the stamp (it sees every close), and
+  // only the file description we leased may receive the bytes.
+  if (!LeaseCurrent(*lease)) {
+    DropStale(table, fd, lease);
     return DirectResult::kStale;
   }
+  const int saved_errno = errno;
   StoreDirect(*lease, begin, iov, iovcnt, persistor);
   errno = saved_errno;
   *written = static_cast<size_t>(total);

@@ -61,6 +61,12 @@ const char* ValidateReply(const lease::Reply& r) {
   }
   if (covered < r.leased_size) return "runs do not cover leased_size";
   if (r.uuid_offset > static_cast<uint64_t>(INT64_MAX) - 16) return "uuid_offset overflows";
+  if (r.stamp == 0) return "no stamp";
+  if (r.stamp_offset % sizeof(uint64_t) != 0 ||
+      r.stamp_offset > static_cast<uint64_t>(INT64_MAX) - sizeof(uint64_t)) {
+    return "stamp_offset not 8-aligned or overflows";
+  }
+  if (!IsAbsolutePath(r.stamp_path)) return "stamp_path not absolute and NUL-terminated";
   if (!IsAbsolutePath(r.pool_path)) return "pool_path not absolute and NUL-terminated";
   if ((r.flags & lease::kFlagImage) != 0) {
     if (!IsAbsolutePath(r.image_path)) return "image_path not absolute and NUL-terminated";
@@ -98,7 +104,7 @@ LeaseOutcome LeaseForOpen(int fd, int flags, const LeaseSources& sources, FdTabl
     // the empty files it opens for writing skip the round trip.
     outcome = LeaseOutcome::kEmpty;
   } else {
-    // 8.9 KB: on the stack rather than the heap, as open() may run anywhere.
+    // 12.9 KB: on the stack rather than the heap, as open() may run anywhere.
     lease::Reply reply;
     memset(&reply, 0, sizeof(reply));
     const int err = sources.ioctl_lease(fd, &reply);
@@ -112,8 +118,7 @@ LeaseOutcome LeaseForOpen(int fd, int flags, const LeaseSources& sources, FdTabl
     } else {
       LeaseMapping mapping;
       const char* reason = "";
-      const int map_err = MapLease(reply, static_cast<uint64_t>(st.st_dev),
-                                   static_cast<uint64_t>(st.st_ino), pools, &mapping, &reason);
+      const int map_err = MapLease(reply, pools, &mapping, &reason);
       if (map_err != 0) {
         outcome = LeaseOutcome::kMapFailed;
         DebugLog("fd %d: no lease: %s (%s): %s", fd, reason, reply.pool_path, strerror(-map_err));

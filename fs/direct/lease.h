@@ -22,7 +22,8 @@ namespace walfs::direct {
 // of the page size, runs in file order and contiguous from 0, each block-aligned and
 // overflow-free, together covering [0, leased_size) with no run wholly past it,
 // leased_size > 0, absolute NUL-terminated pool_path, image_path likewise with
-// kFlagImage and empty without.
+// kFlagImage and empty without, a non-zero stamp at an 8-aligned stamp_offset of an
+// absolute NUL-terminated stamp_path.
 const char* ValidateReply(const lease::Reply& reply);
 
 // Whether open flags ask for write access a lease can serve: O_WRONLY or O_RDWR, not

@@ -39,6 +39,50 @@ void UnmapRuns(LeaseMapping& m) {
   }
 }
 
+// Maps the page of reply.stamp_path that holds the stamp word, read-only. The word is
+// the daemon's: the file must be a regular file of the pool's owner (whom the daemon
+// gives it to), big enough, and hold the reply's stamp now.
+int MapStamp(const lease::Reply& reply, int pool_fd, LeaseMapping* out, const char** reason) {
+  const int fd = real::Open(reply.stamp_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+  if (fd < 0) {
+    *reason = "cannot open the lease stamps";
+    return -errno;
+  }
+  struct stat st, pool_st;
+  int err = 0;
+  if (fstat(fd, &st) != 0 || fstat(pool_fd, &pool_st) != 0) {
+    err = -errno;
+    *reason = "cannot stat the lease stamps";
+  } else if (!S_ISREG(st.st_mode) || st.st_uid != pool_st.st_uid) {
+    err = -EPERM;
+    *reason = "lease stamps are not a regular file of the pool's owner";
+  } else if (static_cast<uint64_t>(st.st_size) < sizeof(uint64_t) ||
+             reply.stamp_offset > static_cast<uint64_t>(st.st_size) - sizeof(uint64_t)) {
+    err = -ERANGE;
+    *reason = "stamp_offset lies past the end of the lease stamps";
+  }
+  if (err == 0) {
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t base = reply.stamp_offset / page * page;
+    void* p = mmap(nullptr, page, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(base));
+    if (p == MAP_FAILED) {
+      err = -errno;
+      *reason = "mmap of the lease stamps failed";
+    } else {
+      out->stamp_page = p;
+      out->stamp = reinterpret_cast<const std::atomic<uint64_t>*>(static_cast<char*>(p) +
+                                                                   (reply.stamp_offset - base));
+      out->stamp_value = reply.stamp;
+      if (!LeaseCurrent(*out)) {
+        err = -ESTALE;
+        *reason = "the lease was revoked before it was mapped (a concurrent close)";
+      }
+    }
+  }
+  real::Close(fd);
+  return err;
+}
+
 // A run past the end of a regular file would map, then SIGBUS on the first store.
 bool RunsFit(const lease::Reply& reply, uint64_t file_size) {
   for (uint32_t i = 0; i < reply.run_count; ++i) {
@@ -50,8 +94,8 @@ bool RunsFit(const lease::Reply& reply, uint64_t file_size) {
 
 }  // namespace
 
-int MapLease(const lease::Reply& reply, uint64_t file_dev, uint64_t file_ino,
-             PoolFiles& pools, LeaseMapping* out, const char** reason) {
+int MapLease(const lease::Reply& reply, PoolFiles& pools, LeaseMapping* out,
+             const char** reason) {
   *out = LeaseMapping{};
   uint64_t pool_size = 0;
   int pool_fd = -1;
@@ -67,8 +111,6 @@ int MapLease(const lease::Reply& reply, uint64_t file_dev, uint64_t file_ino,
                                   : "cannot open and read-lock the pool";
     return handle;
   }
-  out->file_dev = file_dev;
-  out->file_ino = file_ino;
   out->leased_size = reply.leased_size;
   out->walfs_ino = reply.ino;
   out->pools = &pools;
@@ -78,6 +120,10 @@ int MapLease(const lease::Reply& reply, uint64_t file_dev, uint64_t file_ino,
     *reason = "a run lies past the end of the pool file";
     UnmapLease(*out);
     return -ERANGE;
+  }
+  if (const int err = MapStamp(reply, pool_fd, out, reason); err != 0) {
+    UnmapLease(*out);
+    return err;
   }
 
   int image_fd = -1;
@@ -135,6 +181,11 @@ int MapLease(const lease::Reply& reply, uint64_t file_dev, uint64_t file_ino,
 
 void UnmapLease(LeaseMapping& mapping) {
   UnmapRuns(mapping);
+  if (mapping.stamp_page != nullptr) {
+    munmap(mapping.stamp_page, static_cast<size_t>(sysconf(_SC_PAGESIZE)));
+  }
+  mapping.stamp_page = nullptr;
+  mapping.stamp = nullptr;
   if (mapping.pools != nullptr && mapping.pool_handle >= 0) {
     mapping.pools->Release(mapping.pool_handle);
   }

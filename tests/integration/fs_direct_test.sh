@@ -12,6 +12,8 @@
 #  - a client killed in the middle of writing: its lease ends, fsck is clean;
 #  - a tracked descriptor number reused for a pipe after a close the library did not see
 #    (raw system calls): nothing goes to the pool, the pipe gets what the kernel says;
+#    a dup of a leased descriptor closed that way revokes the lease (the daemon's FLUSH
+#    stamp): the next write goes through FUSE;
 #  - a client that cannot open the pool (another user) falls back to FUSE, no error;
 #  - msync mode: the daemon refuses leases, every write goes through FUSE, no error.
 source "$(dirname "$0")/lib/common.sh"
@@ -96,6 +98,23 @@ int main(int argc, char **argv) {
     fflush(stdout);
     for (long i = 0;; i++)
       if (put(fd, (i % 16) << 20, 1 << 20, 'a' + i % 26)) return 1;
+  }
+  if (!strcmp(cmd, "dupclose") && argc == 3) {  /* dupclose FILE */
+    /* A second descriptor of the leased description, closed behind the library's back:
+       the daemon hears of the close (FLUSH) and revokes; the next write goes to FUSE. */
+    int fd = open(path, O_RDWR);
+    if (fd < 0) return err("open");
+    char buf[8192];
+    memset(buf, 'D', sizeof(buf));
+    if (pwrite(fd, buf, sizeof(buf), 0) != sizeof(buf)) return err("pwrite");
+    int d = dup(fd);
+    if (d < 0) return err("dup");
+    if (raw(SYS_close, d, 0) != 0) { printf("raw close failed\n"); return 1; }
+    memset(buf, 'E', sizeof(buf));
+    if (pwrite(fd, buf, sizeof(buf), 8192) != sizeof(buf)) return err("pwrite after close");
+    if (fdatasync(fd) != 0) return err("fdatasync");
+    if (close(fd) != 0) return err("close");
+    return 0;
   }
   if (!strcmp(cmd, "reuse") && argc == 4) {  /* reuse FILE libc|raw */
     int fd = open(path, O_RDWR);
@@ -265,6 +284,18 @@ for how in libc raw; do
   [ "$out" = $'pwrite ESPIPE\nfdatasync EINVAL' ] || fail "reuse ($how): $out"
 done
 expect_bytes "$M/$SEG" 0 $((16 << 20)) '\0'
+# The daemon, not the library, saw that close: the write before it was direct, the one
+# after it went through FUSE (the per-write check is the daemon's revocation stamp).
+writes0=$(walfs_status_field "$M" writes)
+flushes0=$(walfs_status_field "$M" fuse_flush)
+out=$(direct dupclose "$M/$SEG") || fail "dupclose: $out"
+(($(walfs_status_field "$M" writes) == writes0 + 1)) ||
+  fail "after a close the library did not see, $(($(walfs_status_field "$M" writes) - writes0)) FUSE WRITEs, not 1"
+(($(walfs_status_field "$M" fuse_flush) >= flushes0 + 2)) || fail "FLUSH not sent at close"
+[ "$(walfs_status_field "$M" flush_shortcut)" = False ] || fail "FLUSH answered ENOSYS while leasing"
+expect_bytes "$M/$SEG" 0 8192 D
+expect_bytes "$M/$SEG" 8192 8192 E
+new_segment "$M/$SEG"
 
 log "a client that cannot open the pool falls back"
 chmod 0666 "$M/$SEG"

@@ -1,9 +1,15 @@
 // Direct-access leases in core (lease.cc) and their ioctl reply (fs/lease_reply.cc).
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <optional>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -15,6 +21,7 @@
 #include "core/wal_directory.h"
 #include "fs/lease_protocol.h"
 #include "fs/lease_reply.h"
+#include "fs/lease_stamps.h"
 #include "tests/unit/test_pool.h"
 
 namespace walfs::core {
@@ -232,9 +239,11 @@ TEST_F(LeaseTest, ReplyCarriesRunsIdentityAndPaths) {
   InodeId ino = Segment();
   auto lease = dir_->AcquireLease(ino);
   ASSERT_TRUE(lease.ok());
-  fs::LeasePool pool{.path = "/var/lib/walfs/a.pool", .dev = 7, .ino = 99};
+  fs::LeasePool pool{.path = "/var/lib/walfs/a.pool", .dev = 7, .ino = 99,
+                     .stamp_path = "/dev/shm/walfs-leases.7.99"};
+  const fs::LeaseStamp stamp{.offset = 24, .value = 1234};
   auto reply = std::make_unique<lease::Reply>();
-  ASSERT_TRUE(fs::FillLeaseReply(*lease, pool, dir_->superblock(), reply.get()).ok());
+  ASSERT_TRUE(fs::FillLeaseReply(*lease, pool, dir_->superblock(), stamp, reply.get()).ok());
   EXPECT_EQ(reply->magic, lease::kMagic);
   EXPECT_EQ(reply->version, lease::kVersion);
   EXPECT_EQ(reply->mode, lease::kModePmem);
@@ -247,21 +256,112 @@ TEST_F(LeaseTest, ReplyCarriesRunsIdentityAndPaths) {
   EXPECT_EQ(reply->runs[0].pool_offset, lease->runs[0].pool_offset);
   EXPECT_STREQ(reply->pool_path, "/var/lib/walfs/a.pool");
   EXPECT_STREQ(reply->image_path, "");
+  EXPECT_STREQ(reply->stamp_path, "/dev/shm/walfs-leases.7.99");
+  EXPECT_EQ(reply->stamp_offset, 24u);
+  EXPECT_EQ(reply->stamp, 1234u);
   // The uuid the client checks is where the reply says it is in the pool.
   EXPECT_EQ(std::memcmp(bytes_->data() + reply->uuid_offset, reply->uuid, 16), 0);
   EXPECT_EQ(std::memcmp(reply->uuid, dir_->superblock().uuid, 16), 0);
 
   pool.image_path = "/dev/shm/walfs-powercut.1.2";
-  ASSERT_TRUE(fs::FillLeaseReply(*lease, pool, dir_->superblock(), reply.get()).ok());
+  ASSERT_TRUE(fs::FillLeaseReply(*lease, pool, dir_->superblock(), stamp, reply.get()).ok());
   EXPECT_EQ(reply->flags, lease::kFlagImage);
   EXPECT_STREQ(reply->image_path, "/dev/shm/walfs-powercut.1.2");
 
   Lease too_many = *lease;
   too_many.runs.resize(lease::kMaxRuns + 1);
-  EXPECT_FALSE(fs::FillLeaseReply(too_many, pool, dir_->superblock(), reply.get()).ok());
+  EXPECT_FALSE(fs::FillLeaseReply(too_many, pool, dir_->superblock(), stamp, reply.get()).ok());
+  // A lease that could not be revoked is never sent.
+  EXPECT_FALSE(
+      fs::FillLeaseReply(*lease, pool, dir_->superblock(), fs::LeaseStamp{}, reply.get()).ok());
+  fs::LeasePool no_stamps = pool;
+  no_stamps.stamp_path.clear();
+  EXPECT_FALSE(fs::FillLeaseReply(*lease, no_stamps, dir_->superblock(), stamp, reply.get()).ok());
   pool.path = std::string(lease::kPathBytes, 'p');
-  EXPECT_FALSE(fs::FillLeaseReply(*lease, pool, dir_->superblock(), reply.get()).ok());
+  EXPECT_FALSE(fs::FillLeaseReply(*lease, pool, dir_->superblock(), stamp, reply.get()).ok());
   ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+}
+
+// ---- Revocation stamps (fs/lease_stamps.h) -------------------------------------------
+
+class LeaseStampsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/walfs-stamps-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    path_ = dir_ + "/leases";
+  }
+  void TearDown() override {
+    unlink(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+  std::string dir_, path_;
+};
+
+TEST_F(LeaseStampsTest, EveryRenewalIsANewStampAndClientsSeeIt) {
+  auto stamps = fs::LeaseStamps::Create(path_, geteuid(), getegid(), 4);
+  ASSERT_TRUE(stamps.ok()) << stamps.status();
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0400u);
+  EXPECT_EQ(st.st_size, 4 * 8);
+  // What a client maps: the file, read-only.
+  const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  void* map = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  close(fd);
+  const auto* words = static_cast<const std::atomic<uint64_t>*>(map);
+
+  std::set<uint64_t> seen;
+  std::optional<uint32_t> a = (*stamps)->Allocate();
+  std::optional<uint32_t> b = (*stamps)->Allocate();
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(*a, *b);
+  const uint64_t sa = (*stamps)->Renew(*a);
+  const uint64_t sb = (*stamps)->Renew(*b);
+  EXPECT_NE(sa, 0u);
+  EXPECT_EQ(words[fs::LeaseStamps::OffsetOf(*a) / 8].load(), sa);
+  EXPECT_EQ(words[fs::LeaseStamps::OffsetOf(*b) / 8].load(), sb);
+  seen.insert({sa, sb});
+  // A close (FLUSH) of a's handle: a's client sees a change, b's does not.
+  (*stamps)->Revoke(*a);
+  EXPECT_NE(words[*a].load(), sa);
+  EXPECT_EQ(words[*b].load(), sb);
+  EXPECT_TRUE(seen.insert(words[*a].load()).second);
+  // Freed and handed to another lease: never the old stamp again (no ABA).
+  (*stamps)->Free(*a);
+  EXPECT_TRUE(seen.insert(words[*a].load()).second);
+  std::optional<uint32_t> c = (*stamps)->Allocate();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(*c, *a);
+  EXPECT_TRUE(seen.insert((*stamps)->Renew(*c)).second);
+  EXPECT_EQ((*stamps)->Read(*c), words[*c].load());
+  munmap(map, 4096);
+}
+
+TEST_F(LeaseStampsTest, RunsOutOfSlotsAndRemovesItsFile) {
+  {
+    auto stamps = fs::LeaseStamps::Create(path_, geteuid(), getegid(), 2);
+    ASSERT_TRUE(stamps.ok());
+    EXPECT_TRUE((*stamps)->Allocate());
+    std::optional<uint32_t> last = (*stamps)->Allocate();
+    EXPECT_TRUE(last);
+    EXPECT_FALSE((*stamps)->Allocate());
+    (*stamps)->Free(*last);
+    EXPECT_EQ((*stamps)->Allocate(), last);
+  }
+  struct stat st;
+  EXPECT_NE(lstat(path_.c_str(), &st), 0);  // unlinked with the daemon
+}
+
+TEST_F(LeaseStampsTest, ReplacesALeftoverAndRefusesWhatItCannotCreate) {
+  ASSERT_EQ(close(open(path_.c_str(), O_CREAT | O_WRONLY, 0600)), 0);  // a killed daemon's
+  auto stamps = fs::LeaseStamps::Create(path_, geteuid(), getegid(), 2);
+  ASSERT_TRUE(stamps.ok()) << stamps.status();
+  EXPECT_FALSE(fs::LeaseStamps::Create(dir_ + "/no/such/dir", geteuid(), getegid()).ok());
+  EXPECT_FALSE(fs::LeaseStamps::Create(dir_ + "/zero", geteuid(), getegid(), 0).ok());
 }
 
 }  // namespace

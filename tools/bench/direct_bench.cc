@@ -3,8 +3,9 @@
 //
 // pg_test_fsync's "write + fdatasync" loop rewrites one 8 KiB page at offset 0. On tmpfs
 // that is a cached copy into the page cache plus two system calls; with the direct-access
-// library it is the client's hot path: the fd table lookup, one fstat (the identity
-// check), a non-temporal copy and a drain, and an fdatasync that is a table lookup. The
+// library it is the client's hot path: the fd table lookup, one load of the lease's
+// revocation stamp, a non-temporal copy and a drain, and an fdatasync that is a lookup
+// and the same load. The
 // cases take those apart so the floor of the direct path on this machine is measured,
 // not assumed:
 //   TmpfsWriteFdatasync  pwrite(8 KiB, offset 0) + fdatasync on a file in --dir
@@ -14,7 +15,8 @@
 //   DurableCopy          pmem_memcpy_nodrain + pmem_drain of 8 KiB: the least a durable
 //                        store can cost (needs pmem_is_pmem, i.e. PMEM_IS_PMEM_FORCE=1
 //                        on tmpfs or real PMEM; the case reports an error otherwise)
-//   Fstat                the identity check's system call
+//   Fstat                one fstat(2): what the client's identity check cost before the
+//                        daemon's revocation stamps replaced it
 //   DirectWriteFdatasync the client's TryDirectWritePmem through a real FdTable entry
 //                        over the DurableCopy mapping, then its fdatasync (a lookup)
 //   PageFill/durable     the durable copy of XLogWrite's partial-page commits: every
@@ -37,6 +39,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -174,11 +177,6 @@ void Fstat(benchmark::State& state) {
 
 void DirectWriteFdatasync(benchmark::State& state) {
   WALFS_PMEM_SEGMENT_OR_SKIP(seg);
-  struct stat st;
-  if (fstat(seg.fd(), &st) != 0) {
-    state.SkipWithError("fstat failed");
-    return;
-  }
   // One lease over the whole segment, on a mapping of its own: the table's entry owns it
   // and UnmapLease unmaps it when the entry goes (no pool reference: pools is null).
   void* map = mmap(nullptr, kSegment, PROT_READ | PROT_WRITE, MAP_SHARED, seg.fd(), 0);
@@ -188,8 +186,9 @@ void DirectWriteFdatasync(benchmark::State& state) {
   }
   auto table = std::make_unique<direct::FdTable>();
   direct::LeaseMapping m;
-  m.file_dev = static_cast<uint64_t>(st.st_dev);
-  m.file_ino = static_cast<uint64_t>(st.st_ino);
+  static std::atomic<uint64_t> stamp{7};  // the daemon's word, never revoked here
+  m.stamp = &stamp;
+  m.stamp_value = 7;
   m.leased_size = kSegment;
   m.run_count = 1;
   m.runs[0] = {.file_offset = 0, .length = kSegment, .pool_offset = 0,
@@ -207,7 +206,7 @@ void DirectWriteFdatasync(benchmark::State& state) {
     if (direct::TryDirectWritePmem(*table, seg.fd(), &iov, 1,
                                    static_cast<off_t>(OffsetOf(state, i++)), 0,
                                    &written) != direct::DirectResult::kStored ||
-        !table->IsTracked(seg.fd())) {  // the library's fdatasync
+        !direct::SyncIsDone(*table, seg.fd())) {  // the library's fdatasync
       state.SkipWithError("the direct path refused the write");
       break;
     }

@@ -17,7 +17,7 @@ namespace {
 // through a reference after a premature release would fault.
 LeaseMapping FakeMapping(uint64_t tag) {
   LeaseMapping m;
-  m.file_ino = tag;
+  m.walfs_ino = tag;
   m.leased_size = 4096;
   m.run_count = 1;
   void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -41,7 +41,7 @@ TEST_F(DirectFdTableTest, TrackLookupUntrack) {
   {
     FdTable::Ref ref = table_->Acquire(5);
     ASSERT_TRUE(ref);
-    EXPECT_EQ(ref->file_ino, 5u);
+    EXPECT_EQ(ref->walfs_ino, 5u);
   }
   EXPECT_FALSE(table_->Acquire(6));
   table_->Untrack(5);
@@ -55,7 +55,7 @@ TEST_F(DirectFdTableTest, TrackReplacesAndReleasesOldEntry) {
   ASSERT_TRUE(table_->Track(3, FakeMapping(1)));
   ASSERT_TRUE(table_->Track(3, FakeMapping(2)));
   EXPECT_EQ(table_->live_entries(), 1);
-  EXPECT_EQ(table_->Acquire(3)->file_ino, 2u);
+  EXPECT_EQ(table_->Acquire(3)->walfs_ino, 2u);
   table_->Untrack(3);
   EXPECT_EQ(table_->live_entries(), 0);
 }
@@ -106,7 +106,7 @@ TEST_F(DirectFdTableTest, UntrackIfSparesANewerEntry) {
   ASSERT_TRUE(table_->Track(4, FakeMapping(2)));
   table_->UntrackIf(4, old_ref.entry());
   EXPECT_TRUE(table_->IsTracked(4));
-  EXPECT_EQ(table_->Acquire(4)->file_ino, 2u);
+  EXPECT_EQ(table_->Acquire(4)->walfs_ino, 2u);
   old_ref.Reset();
   table_->UntrackIf(4, table_->Acquire(4).entry());
   EXPECT_FALSE(table_->IsTracked(4));
@@ -142,7 +142,7 @@ TEST_F(DirectFdTableTest, ConcurrentLookupsWhileUntracking) {
         for (int fd = 10; fd < 10 + kFds; ++fd) {
           FdTable::Ref ref = table_->Acquire(fd);
           if (!ref) continue;
-          if (ref->file_ino != static_cast<uint64_t>(fd)) wrong.fetch_add(1);
+          if (ref->walfs_ino != static_cast<uint64_t>(fd)) wrong.fetch_add(1);
           memset(ref->runs[0].pool_addr, t, 512);
           ++local;
         }

@@ -27,6 +27,9 @@ constexpr uint64_t kBlock = 4096;
 constexpr uint64_t kPoolSize = 256 * kBlock;
 constexpr uint64_t kUuidOffset = 512;
 constexpr uint8_t kUuid[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+// The lease's revocation word: the second of the stamps file.
+constexpr uint64_t kStamp = 42;
+constexpr uint64_t kStampOffset = 8;
 
 // The file's bytes [0, 9 blocks) live in two runs, out of pool order; the lease ends
 // inside the second run.
@@ -45,6 +48,9 @@ lease::Reply ValidReply() {
   r.runs[0] = {.file_offset = 0, .pool_offset = 64 * kBlock, .length = 4 * kBlock};
   r.runs[1] = {.file_offset = 4 * kBlock, .pool_offset = 16 * kBlock, .length = 5 * kBlock};
   strcpy(r.pool_path, "/pool");
+  r.stamp = kStamp;
+  r.stamp_offset = kStampOffset;
+  strcpy(r.stamp_path, "/stamps");
   return r;
 }
 
@@ -68,7 +74,7 @@ struct Mutation {
 TEST(DirectLeaseValidateTest, RefusesEachInvalidField) {
   const Mutation mutations[] = {
       {"magic", [](lease::Reply& r) { r.magic ^= 1; }, "bad magic"},
-      {"version", [](lease::Reply& r) { r.version = 2; }, "unknown version"},
+      {"version", [](lease::Reply& r) { r.version = lease::kVersion + 1; }, "unknown version"},
       {"mode", [](lease::Reply& r) { r.mode = 2; }, "unknown mode"},
       {"flags", [](lease::Reply& r) { r.flags = 1u << 5; }, "unknown flags"},
       {"no runs", [](lease::Reply& r) { r.run_count = 0; }, "run_count"},
@@ -99,6 +105,12 @@ TEST(DirectLeaseValidateTest, RefusesEachInvalidField) {
       {"empty pool", [](lease::Reply& r) { r.pool_path[0] = '\0'; }, "pool_path"},
       {"unterminated pool",
        [](lease::Reply& r) { memset(r.pool_path, '/', sizeof(r.pool_path)); }, "pool_path"},
+      {"no stamp", [](lease::Reply& r) { r.stamp = 0; }, "no stamp"},
+      {"stamp misaligned", [](lease::Reply& r) { r.stamp_offset = 12; }, "stamp_offset"},
+      {"stamp overflow", [](lease::Reply& r) { r.stamp_offset = UINT64_MAX - 7; }, "stamp_offset"},
+      {"relative stamps", [](lease::Reply& r) { strcpy(r.stamp_path, "stamps"); }, "stamp_path"},
+      {"unterminated stamps",
+       [](lease::Reply& r) { memset(r.stamp_path, '/', sizeof(r.stamp_path)); }, "stamp_path"},
       {"image without flag", [](lease::Reply& r) { strcpy(r.image_path, "/i"); }, "image_path"},
       {"flag without image", [](lease::Reply& r) { r.flags = lease::kFlagImage; }, "image_path"},
       {"unterminated image",
@@ -176,7 +188,10 @@ class DirectLeaseTest : public ::testing::Test {
     pool_path_ = dir_ + "/pool";
     file_path_ = dir_ + "/000000010000000000000001";
     image_path_ = dir_ + "/image";
+    stamps_path_ = dir_ + "/stamps";
     pool_fd_ = MakeFile(pool_path_, kPoolSize);
+    stamps_fd_ = MakeFile(stamps_path_, 4096);
+    SetStamp(kStamp);
     ASSERT_EQ(pwrite(pool_fd_, kUuid, sizeof(kUuid), kUuidOffset), 16);
     struct stat st;
     ASSERT_EQ(fstat(pool_fd_, &st), 0);
@@ -184,6 +199,7 @@ class DirectLeaseTest : public ::testing::Test {
     g_reply.pool_dev = st.st_dev;
     g_reply.pool_ino = st.st_ino;
     strcpy(g_reply.pool_path, pool_path_.c_str());
+    strcpy(g_reply.stamp_path, stamps_path_.c_str());
     g_is_walfs = true;
     g_ioctl_error = 0;
     g_ioctl_calls = 0;
@@ -193,7 +209,9 @@ class DirectLeaseTest : public ::testing::Test {
     table_->UntrackRange(0, ~0u);
     EXPECT_EQ(pools_.open_count(), 0);
     close(pool_fd_);
+    close(stamps_fd_);
     unlink(pool_path_.c_str());
+    unlink(stamps_path_.c_str());
     unlink(file_path_.c_str());
     unlink(image_path_.c_str());
     rmdir(dir_.c_str());
@@ -203,6 +221,10 @@ class DirectLeaseTest : public ::testing::Test {
     EXPECT_GE(fd, 0);
     EXPECT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
     return fd;
+  }
+  // What the daemon does at a FLUSH or RELEASE of the leased handle.
+  void SetStamp(uint64_t value) {
+    ASSERT_EQ(pwrite(stamps_fd_, &value, sizeof(value), kStampOffset), 8);
   }
   int OpenFile(int flags = O_RDWR) { return open(file_path_.c_str(), flags | O_CLOEXEC); }
   LeaseOutcome Lease(int fd, int flags = O_RDWR) {
@@ -218,8 +240,9 @@ class DirectLeaseTest : public ::testing::Test {
     return r;
   }
 
-  std::string dir_, pool_path_, file_path_, image_path_;
+  std::string dir_, pool_path_, file_path_, image_path_, stamps_path_;
   int pool_fd_ = -1;
+  int stamps_fd_ = -1;
   std::unique_ptr<FdTable> table_ = std::make_unique<FdTable>();
   PoolFiles pools_;
 };
@@ -366,16 +389,60 @@ TEST_F(DirectLeaseTest, OnePoolDescriptionSharedByAllLeases) {
 TEST_F(DirectLeaseTest, ReusedDescriptorNumberIsDetectedAndDropped) {
   const int fd = OpenFile();
   ASSERT_EQ(Lease(fd), LeaseOutcome::kGranted);
-  // Closed behind the table's back, and the number reused for another file.
+  ASSERT_EQ(Write(fd, "before", 0), DirectResult::kStored);
+  EXPECT_TRUE(SyncIsDone(*table_, fd));
+  // Closed behind the table's back and the number reused for another file: the kernel
+  // sent the daemon a FLUSH for the close, and the daemon revoked the stamp.
   const int other = MakeFile(dir_ + "/other", 9 * kBlock);
   ASSERT_EQ(syscall(SYS_dup2, other, fd), fd);
+  SetStamp(kStamp + 1);
   EXPECT_EQ(Write(fd, "must not reach the pool", 0), DirectResult::kStale);
   EXPECT_FALSE(table_->IsTracked(fd));
-  EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 4), std::string(4, '\0'));
+  EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 6), "before");
+  EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock + 6, 4), std::string(4, '\0'));
   EXPECT_EQ(pools_.open_count(), 0);
   close(other);
   close(fd);
   unlink((dir_ + "/other").c_str());
+}
+
+TEST_F(DirectLeaseTest, RevokedStampSendsFsyncToTheKernel) {
+  const int fd = OpenFile();
+  ASSERT_EQ(Lease(fd), LeaseOutcome::kGranted);
+  EXPECT_TRUE(SyncIsDone(*table_, fd));
+  SetStamp(kStamp + 7);
+  errno = 1234;
+  EXPECT_FALSE(SyncIsDone(*table_, fd));
+  EXPECT_EQ(errno, 1234);
+  EXPECT_FALSE(table_->IsTracked(fd));
+  EXPECT_FALSE(SyncIsDone(*table_, fd));  // untracked now
+  EXPECT_EQ(pools_.open_count(), 0);
+  close(fd);
+}
+
+TEST_F(DirectLeaseTest, StampsAreCheckedBeforeAnythingIsTracked) {
+  const int fd = OpenFile();
+  SetStamp(kStamp + 1);  // revoked between the reply and the mapping
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
+  SetStamp(kStamp);
+  lease::Reply good = g_reply;
+  g_reply.stamp_offset = 4096;  // past the end of the file
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
+  g_reply = good;
+  strcpy(g_reply.stamp_path, (dir_ + "/missing").c_str());
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
+  g_reply = good;
+  ASSERT_EQ(mkdir((dir_ + "/dir").c_str(), 0700), 0);
+  strcpy(g_reply.stamp_path, (dir_ + "/dir").c_str());  // not a regular file
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
+  rmdir((dir_ + "/dir").c_str());
+  EXPECT_FALSE(table_->IsTracked(fd));
+  EXPECT_EQ(pools_.open_count(), 0);
+  EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
+  g_reply = good;
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kGranted);
+  table_->Untrack(fd);
+  close(fd);
 }
 
 TEST_F(DirectLeaseTest, PowerCutImageGetsEveryWriteToo) {
@@ -448,7 +515,7 @@ TEST_F(DirectLeaseTest, PoolDescriptorIsKeptFromTheApplication) {
 }
 
 // Not a performance assertion (the machine is shared): prints the cost of an 8 KiB write
-// through the direct path (fstat identity check + non-temporal copy + drain) next to a
+// through the direct path (stamp check + non-temporal copy + drain) next to a
 // tmpfs pwrite, and checks the last direct write landed.
 TEST_F(DirectLeaseTest, DirectPathCost) {
   const int fd = OpenFile();

@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -69,13 +70,11 @@ class Harness {
     fd_ = mkstemp(path);
     EXPECT_GE(fd_, 0);
     unlink(path);
-    struct stat st;
-    EXPECT_EQ(fstat(fd_, &st), 0);
     // File [0, 16K) at pool 40K, file [16K, 40K) at pool 8K; the lease ends 1000 bytes
     // into the last block.
     LeaseMapping m;
-    m.file_dev = st.st_dev;
-    m.file_ino = st.st_ino;
+    m.stamp = &stamp_;
+    m.stamp_value = stamp_.load();
     m.leased_size = 36 * 1024 + 1000;
     m.run_count = 2;
     m.runs[0] = {.file_offset = 0, .length = 16 * 1024, .pool_offset = 40 * 1024,
@@ -152,6 +151,7 @@ class Harness {
 
   RecordingRegion region_;
   int fd_ = -1;
+  std::atomic<uint64_t> stamp_{1};  // the daemon's word: never revoked here
   std::unique_ptr<FdTable> table_ = std::make_unique<FdTable>();
   LeaseMapping mapping_;
   std::string acked_;

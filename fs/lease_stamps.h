@@ -55,7 +55,7 @@ class LeaseStamps {
   LeaseStamps(const LeaseStamps&) = delete;
   LeaseStamps& operator=(const LeaseStamps&) = delete;
 
-  const std::string& path() const { return path_; }
+  uint32_t slots() const { return slots_; }
 
   // A free slot, or nullopt when all are taken.
   std::optional<uint32_t> Allocate();

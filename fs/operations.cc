@@ -562,7 +562,7 @@ void WalfsIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
     std::optional<uint32_t> slot = stamps->Allocate();
     if (!slot) {
       Log(LOG_WARNING, "lease on inode %lu refused: all %u revocation stamps in use",
-          static_cast<unsigned long>(ino), LeaseStamps::kDefaultSlots);
+          static_cast<unsigned long>(ino), stamps->slots());
       give_back();
       refuse(EBUSY);
       return;

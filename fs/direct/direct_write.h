@@ -85,7 +85,7 @@ DirectResult TryDirectWritePmem(FdTable& table, int fd, const struct iovec* iov,
 
 // fsync/fdatasync on fd: true when fd holds a lease that still stands, whose stores were
 // durable on return (nothing to sync); false when untracked or just found revoked (the
-// entry is then dropped): the caller makes the real call.
+// entry is then dropped): the caller makes the real call. One atomic load when untracked.
 inline bool SyncIsDone(FdTable& table, int fd);
 
 }  // namespace walfs::direct

@@ -54,8 +54,8 @@ inline bool LeaseCurrent(const LeaseMapping& m) {
 int MapLease(const lease::Reply& reply, PoolFiles& pools, LeaseMapping* out,
              const char** reason);
 
-// Unmaps every run and the stamp page and drops the pool reference. Async-signal-safe apart from taking the
-// PoolFiles lock (with signals blocked).
+// Unmaps every run and the stamp page and drops the pool reference. Async-signal-safe
+// apart from taking the PoolFiles lock (with signals blocked).
 void UnmapLease(LeaseMapping& mapping);
 
 }  // namespace walfs::direct

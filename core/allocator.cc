@@ -7,8 +7,12 @@
 
 namespace walfs::core {
 
-BlockAllocator::BlockAllocator(uint64_t total_blocks)
-    : total_blocks_(total_blocks), free_blocks_(total_blocks) {
+BlockAllocator::BlockAllocator(uint64_t total_blocks, uint64_t align_blocks,
+                               uint64_t align_phase)
+    : total_blocks_(total_blocks),
+      align_blocks_(align_blocks == 0 ? 1 : align_blocks),
+      align_phase_(align_phase % align_blocks_),
+      free_blocks_(total_blocks) {
   if (total_blocks > 0) free_[0] = total_blocks;
 }
 
@@ -64,6 +68,18 @@ void BlockAllocator::Release(const format::Extent& e) {
 
 std::optional<format::Extent> BlockAllocator::AllocateLow(uint64_t count) {
   if (count == 0) return std::nullopt;
+  if (align_blocks_ > 1 && count >= align_blocks_) {
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      // The first aligned block at or after the run's start.
+      const uint64_t skew = (it->first + align_phase_) % align_blocks_;
+      const uint64_t start = it->first + (skew == 0 ? 0 : align_blocks_ - skew);
+      if (start - it->first < it->second && it->second - (start - it->first) >= count) {
+        format::Extent e{start, count};
+        Take(it, start, count);
+        return e;
+      }
+    }
+  }
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second >= count) {
       format::Extent e{it->first, count};

@@ -18,6 +18,10 @@ namespace {
 
 using format::kBlockSize;
 
+// Segments start on 2 MiB boundaries of the pool where free space allows, for 2 MiB
+// page-table entries in the processes that map them (BlockAllocator).
+constexpr uint64_t kHugePageBlocks = (uint64_t{2} << 20) / kBlockSize;
+
 }  // namespace
 
 int64_t NowNs() {
@@ -34,7 +38,7 @@ Pool::Pool(std::unique_ptr<PersistentRegion> region, const format::Superblock& s
       read_only_(options.read_only),
       zero_elision_(options.zero_elision),
       reserve_blocks_(ReservedBlocks(sb)),
-      alloc_(sb.data_blocks) {}
+      alloc_(sb.data_blocks, kHugePageBlocks, sb.data_offset / kBlockSize) {}
 
 Pool::~Pool() = default;
 

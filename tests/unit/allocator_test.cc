@@ -55,5 +55,39 @@ TEST(BlockAllocator, ExtendInPlace) {
   EXPECT_EQ(a.free_blocks(), 29u);
 }
 
+// Runs of at least the alignment start on an aligned block (phase 3: blocks 5, 13, 21...
+// are aligned for 8-block alignment), below-alignment runs stay first-fit, and when no
+// aligned start fits the lowest unaligned one is still taken.
+TEST(BlockAllocator, LowRunsStartAlignedWhereTheyFit) {
+  BlockAllocator a(40, 8, 3);
+  auto small = a.AllocateLow(2);
+  ASSERT_TRUE(small.has_value());
+  EXPECT_EQ(small->block, 0u);
+  auto seg = a.AllocateLow(8);
+  ASSERT_TRUE(seg.has_value());
+  EXPECT_EQ(seg->block, 5u);
+  auto next = a.AllocateLow(16);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->block, 13u);
+  // The gap below the first aligned run is still free for small files.
+  auto gap = a.AllocateLow(3);
+  ASSERT_TRUE(gap.has_value());
+  EXPECT_EQ(gap->block, 2u);
+  // Free now: [29, 40), which starts aligned.
+  auto tail = a.AllocateLow(11);
+  ASSERT_TRUE(tail.has_value());
+  EXPECT_EQ(tail->block, 29u);
+  EXPECT_EQ(a.free_blocks(), 0u);
+}
+
+TEST(BlockAllocator, AlignmentNeverTurnsSuccessIntoFailure) {
+  BlockAllocator a(20, 8, 3);  // aligned blocks: 5, 13
+  ASSERT_TRUE(a.Reserve({0, 6}).ok());  // free: [6, 20); aligned start 13 leaves 7
+  auto e = a.AllocateLow(10);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->block, 6u);  // no aligned start fits: first fit, as without alignment
+  EXPECT_EQ(a.free_blocks(), 4u);
+}
+
 }  // namespace
 }  // namespace walfs::core

@@ -107,6 +107,42 @@ TEST_F(LeaseTest, RunsCoverTheFileAndStoresThroughThemReadBack) {
   EXPECT_EQ(dir_->counters().leases_released, 1u);
 }
 
+// Segments of 2 MiB or more start on 2 MiB boundaries of the pool (so a client's mapping
+// can use 2 MiB pages) although the data area itself does not, and segments still pack
+// one after the other; a file too small to align stays first-fit.
+TEST(LeaseAlignmentTest, SegmentRunsStartOn2MiBPoolBoundaries) {
+  constexpr uint64_t kSeg = 4 << 20, k2M = 2 << 20;
+  MemoryRegion region(64 << 20);
+  FormatOptions opts;
+  opts.segment_size = kSeg;
+  opts.inode_count = 256;
+  opts.region_is_zero = true;
+  ASSERT_TRUE(FormatPool(region, opts).ok());
+  std::string* bytes = nullptr;
+  auto dir = OpenImage(region.bytes(), true, &bytes);
+  ASSERT_NE(dir, nullptr);
+  ASSERT_NE(dir->superblock().data_offset % k2M, 0u) << "the test needs an unaligned data area";
+  uint64_t last_end = 0;
+  for (const char* name : {"000000010000000000000001", "000000010000000000000002"}) {
+    auto attr = dir->Create(kRootInode, name, 0600, kUser, true);
+    ASSERT_TRUE(attr.ok()) << attr.status();
+    std::string zeros(kSeg, '\0');
+    ASSERT_TRUE(dir->Write(attr->ino, 0, Bytes(zeros), false).ok());
+    auto lease = dir->AcquireLease(attr->ino);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    ASSERT_EQ(lease->runs.size(), 1u);
+    EXPECT_EQ(lease->runs[0].pool_offset % k2M, 0u) << name;
+    EXPECT_EQ(lease->runs[0].length, kSeg);
+    if (last_end != 0) {
+      EXPECT_EQ(lease->runs[0].pool_offset, last_end);
+    }
+    last_end = lease->runs[0].pool_offset + kSeg;
+    ASSERT_TRUE(dir->ReleaseLease(attr->ino).ok());
+  }
+  ASSERT_TRUE(dir->Close().ok());
+  ExpectFsckClean(*bytes);
+}
+
 TEST_F(LeaseTest, SmallFileLeaseStopsAtItsSize) {
   auto attr = dir_->Create(kRootInode, "00000002.history", 0600, kUser, true);
   ASSERT_TRUE(attr.ok());

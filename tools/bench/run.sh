@@ -27,6 +27,10 @@
 #     --seg-count N        segments per walfs_segbench run (default 16)
 #     --pool-size SIZE     walfs pool size given to mkfs.walfs (default 2G)
 #     --disk-dir DIR       where the disk targets live (default /var/tmp)
+#     --huge-pool          put the pools of the tmpfs-backed walfs targets on a private
+#                          tmpfs mounted huge=always (2 MiB pages, as fsdax/device-DAX
+#                          PMEM with 2 MiB alignment gives); data directories and the
+#                          tmpfs target stay on /dev/shm (README, "Page size of the pool")
 #     --build-dir DIR      CMake build dir (default ./build)
 #     --smoke              tiny sizes for CI: 1 rep, 1 s runs, scale 1, 2 bulk segments
 set -euo pipefail
@@ -49,6 +53,7 @@ BULK_SEGMENTS=42
 SEG_COUNT=16
 POOL_SIZE=2G
 DISK_PARENT=/var/tmp
+HUGE_POOL=0
 CORE_MIN_TIME=0.5
 BUILD_DIR_ARG=
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
@@ -69,6 +74,7 @@ while [ $# -gt 0 ]; do
     --seg-count) SEG_COUNT=$2; shift ;;
     --pool-size) POOL_SIZE=$2; shift ;;
     --disk-dir) DISK_PARENT=$2; shift ;;
+    --huge-pool) HUGE_POOL=1 ;;
     --build-dir) BUILD_DIR_ARG=$2; shift ;;
     --smoke)
       REPS=1 PGBENCH_SECS=1 FSYNC_SECS=1 PGBENCH_SCALE=1 BULK_SEGMENTS=2 SEG_COUNT=2
@@ -115,6 +121,15 @@ SHM_ROOT=$(mktemp -d /dev/shm/walfs-bench.XXXXXX)
 DISK_ROOT=$(mktemp -d "$DISK_PARENT/walfs-bench.XXXXXX")
 chmod 0755 "$SHM_ROOT" "$DISK_ROOT"
 on_exit "rm -rf '$SHM_ROOT' '$DISK_ROOT'"
+POOL_ROOT=$SHM_ROOT
+if [ "$HUGE_POOL" = 1 ]; then
+  POOL_ROOT=$SHM_ROOT/pools
+  mkdir -p "$POOL_ROOT"
+  # Registered after the rm above, so it runs first: unmounted, then removed.
+  mount -t tmpfs -o huge=always,mode=0755 walfs-bench-pools "$POOL_ROOT" ||
+    fail "cannot mount a huge=always tmpfs on $POOL_ROOT"
+  on_exit "umount '$POOL_ROOT'"
+fi
 PG_SOCK_DIR=$SHM_ROOT/sock
 mkdir -p "$PG_SOCK_DIR" "$SHM_ROOT/pgdata"
 chown postgres:postgres "$PG_SOCK_DIR" "$SHM_ROOT/pgdata"
@@ -132,6 +147,7 @@ pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "?"; }
   echo "cpu: $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
   echo "memory: $(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
   echo "tmpfs dir: $SHM_ROOT on $(fs_desc "$SHM_ROOT")"
+  echo "tmpfs pools: $POOL_ROOT on $(fs_desc "$POOL_ROOT") $(findmnt -n -f -o OPTIONS -T "$POOL_ROOT" | grep -o "huge=[a-z_]*" || echo "huge=never")"
   echo "disk dir: $DISK_ROOT on $(findmnt -n -o FSTYPE,SOURCE,OPTIONS -T "$DISK_ROOT")"
   dev=$(findmnt -n -o SOURCE -T "$DISK_ROOT" | sed 's|^/dev/||; s|[0-9]*$||')
   [ -r "/sys/block/$dev/queue/rotational" ] &&

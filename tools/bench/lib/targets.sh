@@ -16,7 +16,8 @@
 #   ext4               a directory on the local disk (what users have today)
 #   passthrough_ll     libfuse's example passthrough_ll over tmpfs, built here
 #
-# Needs: SHM_ROOT (a dir on tmpfs), DISK_ROOT (a dir on the local disk), POOL_SIZE.
+# Needs: SHM_ROOT (a dir on tmpfs), DISK_ROOT (a dir on the local disk), POOL_SIZE;
+# POOL_ROOT, where the tmpfs-backed pools go, defaults to SHM_ROOT.
 
 ALL_TARGETS=(walfs-pmem walfs-direct walfs-msync-tmpfs walfs-msync-disk tmpfs ext4 passthrough_ll)
 DIRECT_LIB=${DIRECT_LIB:-$WALFS_BUILD_DIR/fs/direct/libwalfs-direct.so}
@@ -121,19 +122,19 @@ _passthrough_up() {
 target_up() {
   local name=$1 d
   case $name in
-    walfs-pmem) _walfs_up "$name" "$SHM_ROOT/walfs-pmem.pool" 1 ;;
+    walfs-pmem) _walfs_up "$name" "${POOL_ROOT:-$SHM_ROOT}/walfs-pmem.pool" 1 ;;
     walfs-direct)
       if [ ! -f "$DIRECT_LIB" ]; then
         TARGET_SKIP[$name]="direct-access library not built ($DIRECT_LIB)"
         return 0
       fi
-      _walfs_up "$name" "$SHM_ROOT/walfs-direct.pool" 1
+      _walfs_up "$name" "${POOL_ROOT:-$SHM_ROOT}/walfs-direct.pool" 1
       if [ -n "${TARGET_BASE[$name]:-}" ]; then
         TARGET_PRELOAD[$name]=$DIRECT_LIB
         TARGET_NOTE[$name]+=", WAL writers preload $DIRECT_LIB"
       fi
       ;;
-    walfs-msync-tmpfs) _walfs_up "$name" "$SHM_ROOT/walfs-msync.pool" 0 ;;
+    walfs-msync-tmpfs) _walfs_up "$name" "${POOL_ROOT:-$SHM_ROOT}/walfs-msync.pool" 0 ;;
     walfs-msync-disk) _walfs_up "$name" "$DISK_ROOT/walfs-msync.pool" 0 ;;
     tmpfs)
       d=$SHM_ROOT/tmpfs-wal

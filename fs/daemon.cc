@@ -28,6 +28,7 @@
 #include "fs/mount_point.h"
 #include "fs/operations.h"
 #include "fs/pool_lock.h"
+#include "fs/pool_pages.h"
 #include "fs/sd_notify.h"
 #include "fs/stale_mount.h"
 #include "fs/usage_watch.h"
@@ -256,6 +257,8 @@ int RunDaemon(const Options& options) {
     if (made.ok()) {
       lease_stamps = std::move(*made);
       lease_pool.stamp_path = path;
+      const std::string pages = PoolPageSizeWarning(options.pool);
+      if (!pages.empty()) Log(LOG_WARNING, "%s", pages.c_str());
     } else {
       Log(LOG_WARNING, "direct access disabled (clients write through FUSE): %s",
           std::string(made.status().message()).c_str());

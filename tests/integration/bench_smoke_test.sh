@@ -13,11 +13,20 @@ require_fuse
 work=$(make_workdir)
 out=$work/out
 rc=0
-timeout --kill-after=20 300 "$WALFS_SOURCE_DIR/tools/bench/run.sh" --smoke \
+# --huge-pool: the tmpfs-backed pools on the suite's own huge=always tmpfs, which it
+# must unmount again.
+timeout --kill-after=20 300 "$WALFS_SOURCE_DIR/tools/bench/run.sh" --smoke --huge-pool \
   --build-dir "$WALFS_BUILD_DIR" --out "$out" >"$work/run.log" 2>&1 || rc=$?
 if [ "$rc" -ne 0 ]; then
   tail -40 "$work/run.log" >&2
   fail "run.sh --smoke exited with $rc (124: took longer than 300 s)"
+fi
+grep -q '^tmpfs pools: .* huge=always$' "$out/machine.txt" ||
+  fail "pools not on a huge=always tmpfs: $(grep '^tmpfs pools' "$out/machine.txt")"
+grep -q '^target walfs-pmem: walfs, pool .*/pools/walfs-pmem.pool' "$out/machine.txt" ||
+  fail "walfs-pmem's pool is not on the huge tmpfs: $(grep '^target walfs-pmem' "$out/machine.txt")"
+if findmnt -n -t tmpfs -S walfs-bench-pools >/dev/null; then
+  fail "run.sh left its huge tmpfs mounted: $(findmnt -n -S walfs-bench-pools)"
 fi
 summary=$out/summary.tsv
 [ -s "$summary" ] || fail "no $summary"

@@ -201,6 +201,12 @@ M=$WORK/mnt
 make_pool "$POOL" 256M
 PMEM_IS_PMEM_FORCE=1 mount_walfs "$POOL" "$M" -o allow_other,default_permissions
 on_failure "cat '$WALFS_LOG'"
+# /dev/shm has no huge pages unless the kernel forces them for every tmpfs.
+if ! grep -q '\[force\]' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null &&
+  ! findmnt -n -o OPTIONS -T "$SHM" | grep -qE 'huge=(always|within_size)'; then
+  grep -q "is on a tmpfs mounted huge=.*page fault per 4 KiB page" "$WALFS_LOG" ||
+    fail "no warning for a pool on a tmpfs without huge pages"
+fi
 
 log "direct writes bypass FUSE and read back at once"
 new_segment "$M/$SEG"
@@ -325,5 +331,26 @@ direct write "$M2/$SEG" 0 8192 m 16 || fail "write in msync mode"
 expect_bytes "$M2/$SEG" 0 $((16 * 8192)) m
 umount_walfs "$M2"
 "$FSCK" "$POOL2" >/dev/null || fail "fsck of the msync pool"
+
+log "a pool on a huge=always tmpfs: no page-size warning, and leases as before"
+HUGE=$WORK/huge
+mkdir -p "$HUGE"
+mount -t tmpfs -o huge=always,size=128M,mode=0755 walfs-test-huge "$HUGE" ||
+  fail "cannot mount a huge=always tmpfs"
+on_exit "umount -l '$HUGE'"
+POOL3=$HUGE/pool
+M3=$WORK/mnt-huge
+make_pool "$POOL3" 64M
+PMEM_IS_PMEM_FORCE=1 mount_walfs "$POOL3" "$M3"
+if grep -q "page fault per 4 KiB page" "$WALFS_LOG"; then
+  fail "page-size warning for a pool with 2 MiB pages: $(cat "$WALFS_LOG")"
+fi
+new_segment "$M3/$SEG"
+granted=$(walfs_status_field "$M3" leases_granted)
+direct write "$M3/$SEG" 0 8192 h 4 || fail "write on the huge-page pool"
+(($(walfs_status_field "$M3" leases_granted) == granted + 1)) || fail "no lease on the huge-page pool"
+expect_bytes "$M3/$SEG" 0 $((4 * 8192)) h
+umount_walfs "$M3"
+"$FSCK" "$POOL3" >/dev/null || fail "fsck of the huge-page pool"
 
 log "fs_direct: all checks passed"

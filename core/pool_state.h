@@ -56,8 +56,9 @@ class FreeSpaceGuard {
   // PersistentRegion::MaybeData). DataLoss naming the first non-zero block if a verified
   // part is not zero: the caller must give `e` back, not hand it out. Costs at most the extent's size in reads or writes,
   // as long as `e` touches the uninitialised range only at one of its ends, which
-  // BlockAllocator guarantees (it takes the start or the end of a free run); an extent
-  // in its middle also zeroes the blocks below it.
+  // BlockAllocator almost guarantees (it takes the start or the end of a free run, or a
+  // 2 MiB-aligned start less than 2 MiB into one); an extent in its middle also zeroes
+  // the blocks below it, so an aligned segment costs at most 2 MiB more, once.
   absl::Status Prepare(PersistentRegion& region, uint64_t data_offset,
                        const format::Extent& e);
 

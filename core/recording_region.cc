@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
@@ -70,9 +71,13 @@ struct Piece {
 // identifying and undoing an image thus costs what its pieces cover, not the pool size.
 class ImageEmitter {
  public:
-  ImageEmitter(const std::string& durable, size_t max_images,
+  // `*scratch` becomes the copy of `durable` that images are built in; it is the
+  // caller's so that its allocation can be reused from one durability point to the next.
+  ImageEmitter(const std::string& durable, std::string* scratch, size_t max_images,
                const std::function<void(const std::string&)>& fn)
-      : durable_(durable), scratch_(durable), max_images_(max_images), fn_(fn) {}
+      : durable_(durable), scratch_(*scratch), max_images_(max_images), fn_(fn) {
+    scratch_.assign(durable_);
+  }
 
   // False once max_images images have been passed on.
   bool Emit(const std::vector<Piece>& pieces) {
@@ -142,7 +147,7 @@ class ImageEmitter {
   }
 
   const std::string& durable_;
-  std::string scratch_;
+  std::string& scratch_;
   const size_t max_images_;
   const std::function<void(const std::string&)>& fn_;
   absl::flat_hash_set<Key> seen_;
@@ -376,8 +381,24 @@ size_t RecordingRegion::ForEachCrashImage(
     }
     units = InFlightUnits();
   }
+  // The region's scratch buffer, unless a call further up this stack (fn calling back
+  // in) has it: a fresh pool-sized buffer per durability point costs page faults.
+  std::string local_scratch;
+  std::string* scratch = &local_scratch;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!scratch_busy_) {
+      scratch_busy_ = true;
+      scratch = &scratch_;
+    }
+  }
+  absl::Cleanup release = [&] {
+    if (scratch != &scratch_) return;
+    absl::MutexLock lock(&mu_);
+    scratch_busy_ = false;
+  };
   const size_t n = units.size();
-  ImageEmitter emitter(*durable, options.max_images, fn);
+  ImageEmitter emitter(*durable, scratch, options.max_images, fn);
   auto piece = [&](size_t i) { return Piece{units[i].off, units[i].bytes}; };
 
   // 1. Nothing in flight landed.

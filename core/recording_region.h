@@ -167,6 +167,10 @@ class RecordingRegion final : public PersistentRegion {
   // has followed yet.
   std::vector<Unit> units_ ABSL_GUARDED_BY(mu_);
   std::vector<FlushRecord> flushes_ ABSL_GUARDED_BY(mu_);
+  // ForEachCrashImage's image buffer, reused across calls; scratch_busy_ while a call
+  // uses it.
+  mutable std::string scratch_;
+  mutable bool scratch_busy_ ABSL_GUARDED_BY(mu_) = false;
   // msync: dirty page index -> seq of the store that first dirtied it.
   std::map<uint64_t, uint64_t> dirty_pages_ ABSL_GUARDED_BY(mu_);
 };

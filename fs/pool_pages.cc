@@ -4,11 +4,11 @@
 #include <sys/sysmacros.h>
 
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "fs/mountinfo.h"
 
 namespace walfs::fs {
 namespace {
@@ -32,16 +32,9 @@ std::optional<std::string> TmpfsHugePolicy(std::istream& mountinfo, dev_t dev) {
   const std::string want = absl::StrCat(major(dev), ":", minor(dev));
   std::string line;
   while (std::getline(mountinfo, line)) {
-    // id parent major:minor root mountpoint options [optional...] - fstype source super
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, point, options, field;
-    if (!(fields >> id >> parent >> devno >> root >> point >> options)) continue;
-    while (fields >> field && field != "-") {
-    }
-    std::string type, source, super;
-    if (!(fields >> type >> source >> super)) continue;
-    if (devno != want || type != "tmpfs") continue;
-    for (absl::string_view option : absl::StrSplit(super, ',')) {
+    const std::optional<MountInfoLine> mount = ParseMountInfoLine(line);
+    if (!mount || mount->devno != want || mount->fstype != "tmpfs") continue;
+    for (absl::string_view option : absl::StrSplit(mount->super_options, ',')) {
       if (absl::ConsumePrefix(&option, "huge=")) return std::string(option);
     }
     return "never";

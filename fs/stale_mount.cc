@@ -12,39 +12,16 @@
 #include <cstdlib>
 #include <cerrno>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
+#include "fs/mountinfo.h"
 
 extern char** environ;
 
 namespace walfs::fs {
 namespace {
-
-// mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string Unescape(const std::string& field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    if (field[i] == '\\' && i + 3 < field.size()) {
-      int value = 0;
-      bool octal = true;
-      for (size_t k = 1; k <= 3; ++k) {
-        char c = field[i + k];
-        if (c < '0' || c > '7') octal = false;
-        value = value * 8 + (c - '0');
-      }
-      if (octal) {
-        out += static_cast<char>(value);
-        i += 3;
-        continue;
-      }
-    }
-    out += field[i];
-  }
-  return out;
-}
 
 // True when /proc/self/mountinfo lists `mountpoint` as a mount of `fstype` from `source`.
 bool IsOurMount(const std::string& mountpoint, const std::string& source,
@@ -52,15 +29,9 @@ bool IsOurMount(const std::string& mountpoint, const std::string& source,
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
   while (std::getline(in, line)) {
-    // id parent major:minor root mountpoint options [optional...] - fstype source super
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, point, options, field;
-    if (!(fields >> id >> parent >> devno >> root >> point >> options)) continue;
-    while (fields >> field && field != "-") {
-    }
-    std::string type, src;
-    if (!(fields >> type >> src)) continue;
-    if (Unescape(point) == mountpoint && type == fstype && Unescape(src) == source) {
+    const std::optional<MountInfoLine> mount = ParseMountInfoLine(line);
+    if (mount && mount->mount_point == mountpoint && mount->fstype == fstype &&
+        mount->source == source) {
       return true;
     }
   }

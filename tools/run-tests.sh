@@ -65,11 +65,13 @@ if [ "${WALFS_BUILDFLAGS_RUN:-1}" = 1 ]; then
 fi
 
 if [ "${WALFS_SANITIZE_RUN:-1}" = 1 ]; then
-  # AddressSanitizer + UBSan: the unit and crash tests, then the daemon and the tools on
-  # real mounts (fs_basic, fs_lifecycle, fs_hostile; these scripts take their binaries
-  # from WALFS_BUILD_DIR, which ctest sets to this build). Every instrumented process
-  # writes its reports to SAN_LOGS: a daemon's report (a leak at exit, say) can come after
-  # the checks its test makes, so the logs decide as well as the exit statuses.
+  # AddressSanitizer + UBSan: the unit and crash tests (in parallel: each is its own
+  # process on its own temporary files, and ASan makes them CPU-bound), then the daemon
+  # and the tools on real mounts (fs_basic, fs_lifecycle, fs_hostile; these scripts take
+  # their binaries from WALFS_BUILD_DIR, which ctest sets to this build). Every
+  # instrumented process writes its reports to SAN_LOGS: a daemon's report (a leak at
+  # exit, say) can come after the checks its test makes, so the logs decide as well as
+  # the exit statuses.
   SAN_DIR=${BUILD_DIR}-asan
   SAN_LOGS=$(cd "$(dirname "$SAN_DIR")" && pwd)/$(basename "$SAN_DIR")-reports
   rm -rf "$SAN_LOGS"
@@ -81,7 +83,7 @@ if [ "${WALFS_SANITIZE_RUN:-1}" = 1 ]; then
   (cd "$SAN_DIR" &&
     export ASAN_OPTIONS="detect_leaks=1 log_path=$SAN_LOGS/asan" \
       UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1 log_path=$SAN_LOGS/ubsan" &&
-    ctest --output-on-failure --timeout 1800 -L 'unit|crash' &&
+    ctest --output-on-failure --timeout 1800 -j"$JOBS" -L 'unit|crash' &&
     ctest --output-on-failure --timeout 900 \
       -R '^integration\.fs_(basic|lifecycle|hostile)_test$') || san_status=1
 

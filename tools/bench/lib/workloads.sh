@@ -5,7 +5,8 @@
 #
 # Settings (run.sh sets them): FSYNC_SECS, PGBENCH_SCALE, PGBENCH_SECS, PGBENCH_CLIENTS,
 # INSERT_CLIENTS, BULK_SEGMENTS, SEG_COUNT, CORE_MIN_TIME, OUT_DIR, SHM_ROOT, BENCH_BIN;
-# BULK_ZERO_MODES (default "on off": the wal_init_zero settings of the bulk load).
+# BULK_ZERO_MODES (default "on off": the wal_init_zero settings of the bulk load);
+# BULK_PROFILE=1 records each bulk load under a system-wide `perf record` into logs/.
 
 # record WORKLOAD METRIC UNIT BETTER(higher|lower|info) TARGET REP VALUE
 record() {
@@ -273,8 +274,24 @@ wl_bulk() {
         pg_start "$data" -c "wal_init_zero=$zero" &&
       psql_q -c "CREATE TABLE bulk (id int, pad text)" &&
       t0=$(psql_q -c "SELECT pg_current_wal_lsn()"); then
+      local perf_pid= perf_data=$OUT_DIR/logs/perf.bulk.$target.zero-$zero.$rep.data
+      if [ "${BULK_PROFILE:-0}" = 1 ] && command -v perf >/dev/null; then
+        # The load's whole system under perf, to see where a segment's time goes (the
+        # zero-fill through FUSE, the client's first touches, the daemon); the pids say
+        # which samples are this cluster's and this target's daemon.
+        perf record -q -a -F "$PROFILE_FREQ" --call-graph dwarf,16384 -o "$perf_data" \
+          >/dev/null 2>&1 &
+        perf_pid=$!
+        sleep 1
+      fi
       ms=$(psql_q -c '\timing on' -c "INSERT INTO bulk SELECT g, repeat('x', 1800) FROM generate_series(1, $rows) g" |
         awk '/^Time:/ {print $2}') || ms=NA
+      if [ -n "$perf_pid" ]; then
+        kill -INT "$perf_pid" && wait "$perf_pid" || log "perf record failed on $target"
+        chmod 0644 "$perf_data" 2>/dev/null || true
+        echo "$(head -1 "$data/postmaster.pid") $(pgrep -P "$(head -1 "$data/postmaster.pid")" | tr '\n' ' ')" \
+          "${WALFS_PIDS[$target]:+daemon ${WALFS_PIDS[$target]}}" >"$perf_data.pids"
+      fi
       t1=$(psql_q -c "SELECT pg_current_wal_lsn()") || t1=
       if [ -n "$t1" ]; then
         segs=$(psql_q -c "SELECT floor(pg_wal_lsn_diff('$t1', '$t0') / (16 * 1024 * 1024))") || segs=NA

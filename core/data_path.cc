@@ -409,12 +409,7 @@ absl::Status Pool::FsyncDir(InodeId ino) {
 
 absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags) {
   if (absl::Status s = Writable(); !s.ok()) return s;
-  if (flags & ~(kFallocateKeepSize | kFallocatePastEof)) {
-    return PosixError("fallocate mode", EOPNOTSUPP);
-  }
-  if ((flags & kFallocatePastEof) && (flags & kFallocateKeepSize)) {
-    return PosixError("zero-extension keeping the size", EINVAL);
-  }
+  if (flags & ~kFallocateKeepSize) return PosixError("fallocate mode", EOPNOTSUPP);
   if (length == 0) return PosixError("fallocate of 0 bytes", EINVAL);
   const uint64_t max_bytes = sb_.data_blocks * kBlockSize;
   if (offset > max_bytes || length > max_bytes - offset) {
@@ -432,15 +427,6 @@ absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint
       format::InodeRecord& r = e.Rec(ino);
       if (r.type == format::InodeType::kDirectory) return PosixError("fallocate", EISDIR);
       if (r.type != format::InodeType::kRegular) return PosixError("fallocate", ENODEV);
-      if (flags & kFallocatePastEof) {
-        if (offset < r.size) {
-          return PosixError(absl::StrCat("zero-extension at ", offset, " below EOF ", r.size),
-                            EEXIST);
-        }
-        if (r.mode & (S_ISUID | S_ISGID)) {
-          return PosixError("zero-extension of a set-user/group-ID file", EPERM);
-        }
-      }
       const uint64_t had = AllocatedBlocks(r);
       status = Grow(r, offset + length, e.allocated());
       if (status.ok()) {

@@ -173,13 +173,6 @@ enum RenameFlags : uint32_t {
 
 enum FallocateFlags : uint32_t {
   kFallocateKeepSize = 1u << 0,  // FALLOC_FL_KEEP_SIZE
-  // Stands for a write of zeros over [offset, offset + length) (direct access's
-  // zero-extension, fs/lease_protocol.h), so it is done only where that write would
-  // store nothing: the whole range at or past EOF (else EEXIST, decided under the
-  // inode's lock) and no set-user/group-ID bit for a write to clear (else EPERM). The
-  // range is allocated, the size becomes offset + length, mtime/ctime change, and the
-  // bytes read as zero because allocated bytes past EOF always do (format.h).
-  kFallocatePastEof = 1u << 1,
 };
 
 // What GrowPool did, in data blocks (kBlockSize each).

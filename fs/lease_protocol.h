@@ -51,20 +51,6 @@
 // the same offsets (so the daemon's reads see it) and makes it durable in pool_path as
 // usual. Killing the daemon and the clients then leaves only what was persisted.
 //
-// Zero-extension: PostgreSQL creates each WAL segment by writing 16 MiB of zeros
-// (wal_init_zero=on), which through FUSE is 16 WRITE round trips carrying 16 MiB that
-// the daemon only checks and drops (a file's allocated bytes past EOF already read as
-// zero). A client that sees a write of nothing but zeros wholly at or past EOF of a file
-// on a walfs mount may instead send ioctl(fd, kIoctlZeroExtend, &ZeroExtend{offset,
-// length}); in pmem mode the daemon then does, under the inode's lock, exactly what
-// that write would have left: the range allocated, the size offset + length (committed,
-// so durable at the reply, as a pmem-mode write is), mtime/ctime set. It refuses with
-// EEXIST when offset is below EOF by then, EPERM when the file has a set-user/group-ID
-// bit (a write would clear it), EOPNOTSUPP in msync mode or read-only, EBADF on a
-// read-only or O_APPEND handle, and any error a write would give (ENOSPC, EFBIG). The
-// kernel's cached attributes are invalidated before the reply. On any error the client
-// makes the write itself.
-//
 // Layout: fixed-width little-endian fields, no pointers; the struct is the ioctl's
 // payload, so its size is part of the command number and any change to it is a new
 // command (old clients then get ENOTTY and fall back).
@@ -136,15 +122,6 @@ static_assert(sizeof(Reply) < (1u << 14));
 
 // 'W' 0x01, read (daemon -> client), sizeof(Reply) bytes.
 inline constexpr unsigned long kIoctlLease = _IOR('W', 0x01, Reply);
-
-// The zero-extension's argument: file bytes [offset, offset + length) become zeros.
-struct ZeroExtend {
-  uint64_t offset;
-  uint64_t length;
-};
-static_assert(sizeof(ZeroExtend) == 16);
-// 'W' 0x02, write (client -> daemon), sizeof(ZeroExtend) bytes.
-inline constexpr unsigned long kIoctlZeroExtend = _IOW('W', 0x02, ZeroExtend);
 
 }  // namespace walfs::lease
 

@@ -499,74 +499,25 @@ void WalfsRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fuse_reply_err(req, 0);
 }
 
-// The zero-extension (fs/lease_protocol.h): a write of zeros at or past EOF, done as an
-// allocation. Pmem mode only: there a write is durable at its reply and so is this
-// commit; in msync mode it would add a metadata flush that the writes it replaces do not
-// make.
-void ZeroExtendIoctl(fuse_req_t req, fuse_ino_t ino, const FileHandle& handle,
-                     const void* in_buf, size_t in_bufsz) {
-  OpTimer timer(GetServer(req), OpClass::kWrite);
-  Server& server = GetServer(req);
-  if (in_bufsz < sizeof(lease::ZeroExtend) || in_buf == nullptr) {
-    fuse_reply_err(req, EINVAL);
-    return;
-  }
-  if (!handle.Writable() || (handle.open_flags & O_APPEND) != 0) {
-    fuse_reply_err(req, EBADF);  // a write would fail, or land at EOF wherever it aimed
-    return;
-  }
-  core::WalDirectory& dir = server.dir();
-  if (dir.mode() != core::DurabilityMode::kPmem || server.config().page_cache) {
-    fuse_reply_err(req, EOPNOTSUPP);
-    return;
-  }
-  lease::ZeroExtend arg;
-  std::memcpy(&arg, in_buf, sizeof(arg));
-  if (arg.length == 0 || arg.offset > static_cast<uint64_t>(INT64_MAX) ||
-      arg.length > static_cast<uint64_t>(INT64_MAX) - arg.offset) {
-    fuse_reply_err(req, EINVAL);
-    return;
-  }
-  absl::Status s = RetryInterrupted(
-      [&] { return dir.Fallocate(ino, arg.offset, arg.length, core::kFallocatePastEof); });
-  if (!s.ok()) {
-    // On any error the client writes the zeros itself, and that write reports (and
-    // counts) ENOSPC or EFBIG; only media corruption is logged here.
-    const int error = s.code() == absl::StatusCode::kDataLoss
-                          ? StatusToErrno(s, "zero-extension", ino)
-                          : core::ErrnoFromStatus(s);
-    fuse_reply_err(req, NeverEintr(error));
-    return;
-  }
-  server.zero_extends.fetch_add(1, std::memory_order_relaxed);
-  // The kernel learns the new size from no reply of ours: drop its cached attributes
-  // (attributes only, offset < 0: no page-cache lock) before the caller can stat.
-  if (server.session() != nullptr) fuse_lowlevel_notify_inval_inode(server.session(), ino, -1, 0);
-  fuse_reply_ioctl(req, 0, nullptr, 0);
-}
-
-// Direct access (fs/lease_protocol.h): the ioctls walfs answers. The kernel sends them
-// as restricted ioctls (size from the command), tied to the open handle, which a lease
-// then lives with until RELEASE.
+// Direct access (fs/lease_protocol.h): the one ioctl walfs answers. The kernel sends it
+// as a restricted ioctl (size from the command), tied to the open handle that the
+// lease then lives with until RELEASE.
 void WalfsIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
                 fuse_file_info* fi, unsigned flags, const void* in_buf, size_t in_bufsz,
                 size_t out_bufsz) {
+  OpTimer timer(GetServer(req), OpClass::kOpen);
   (void)arg;
+  (void)in_buf;
+  (void)in_bufsz;
+  Server& server = GetServer(req);
   FileHandle* handle = FileHandle::From(fi);
   // Directories have no FileHandle; 32-bit callers would read the reply at another
   // layout (it has none of their own); unknown commands are not ours.
-  if (handle == nullptr || (flags & (FUSE_IOCTL_COMPAT | FUSE_IOCTL_DIR)) != 0 ||
-      (cmd != static_cast<unsigned int>(lease::kIoctlLease) &&
-       cmd != static_cast<unsigned int>(lease::kIoctlZeroExtend))) {
+  if (cmd != static_cast<unsigned int>(lease::kIoctlLease) || handle == nullptr ||
+      (flags & (FUSE_IOCTL_COMPAT | FUSE_IOCTL_DIR)) != 0) {
     fuse_reply_err(req, ENOTTY);
     return;
   }
-  if (cmd == static_cast<unsigned int>(lease::kIoctlZeroExtend)) {
-    ZeroExtendIoctl(req, ino, *handle, in_buf, in_bufsz);
-    return;
-  }
-  OpTimer timer(GetServer(req), OpClass::kOpen);
-  Server& server = GetServer(req);
   auto refuse = [&](int error) {
     server.leases_refused.fetch_add(1, std::memory_order_relaxed);
     fuse_reply_err(req, error);

@@ -50,7 +50,6 @@ std::string Server::StatusJson() const {
   s.fuse_fsyncdir = fuse_fsyncdir.load(std::memory_order_relaxed);
   s.fuse_flush = fuse_flush.load(std::memory_order_relaxed);
   s.leases_refused = leases_refused.load(std::memory_order_relaxed);
-  s.zero_extends = zero_extends.load(std::memory_order_relaxed);
   s.uptime_seconds = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
                                                        started_)

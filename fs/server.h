@@ -96,7 +96,6 @@ class Server {
   std::atomic<uint64_t> fuse_fsyncdir{0};
   std::atomic<uint64_t> fuse_flush{0};
   std::atomic<uint64_t> leases_refused{0};  // lease ioctls answered with an error
-  std::atomic<uint64_t> zero_extends{0};    // zero-extension ioctls done
   // Set at INIT when the kernel can open directories without asking (NO_OPENDIR
   // support, Linux 5.1): OPENDIR is then answered ENOSYS and neither it nor RELEASEDIR
   // is sent again. A directory handle carries no state here (readdir is cookie-based).

@@ -90,7 +90,6 @@ std::string StatusJson(const DaemonStatus& s) {
   j.Num("leases_released", c.leases_released);
   j.Num("leases_active", c.leases_active);
   j.Num("leases_refused", s.leases_refused);
-  j.Num("zero_extends", s.zero_extends);
   j.Str("software_version", WALFS_VERSION);
   j.Num("uptime_seconds", s.uptime_seconds);
   j.Str("persist_error", s.persist_error);

@@ -36,8 +36,6 @@
 //                     direct-access leases (core::Counters): handed out, ended, held now
 //   "leases_refused": lease requests answered with an error (msync mode, empty file,
 //                     read-only handle, ...); the client then writes through FUSE
-//   "zero_extends":   zero-fills a client sent as one zero-extension ioctl instead of
-//                     writes of zeros (fs/lease_protocol.h)
 //   "software_version": the daemon's version (WALFS_VERSION)
 //   "uptime_seconds": since the daemon started serving
 //   "persist_error":  "" while healthy; else the latched persist failure (from then on
@@ -86,7 +84,6 @@ struct DaemonStatus {
   uint64_t fuse_fsyncdir = 0;
   uint64_t fuse_flush = 0;
   uint64_t leases_refused = 0;
-  uint64_t zero_extends = 0;
   uint64_t uptime_seconds = 0;
   std::string persist_error;
   uint64_t enospc_errors = 0;

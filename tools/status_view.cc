@@ -176,8 +176,6 @@ std::string RenderPrometheus(const StatusDoc& doc) {
       {"leases_released", "walfs_leases_released_total", "Direct-access leases ended.", false},
       {"leases_refused", "walfs_leases_refused_total",
        "Lease requests refused (the client then writes through FUSE).", false},
-      {"zero_extends", "walfs_zero_extends_total",
-       "Zero-fills done as one zero-extension request instead of writes of zeros.", false},
       {"enospc_errors", "walfs_enospc_errors_total", "Requests answered ENOSPC.", false},
       {"eio_errors", "walfs_eio_errors_total", "Requests answered EIO.", false},
   };
@@ -251,7 +249,7 @@ const std::set<std::string, std::less<>>& ShownKeys() {
       "reads", "read_bytes", "fsyncs", "fsyncdirs", "sync_writes", "journal_commits",
       "journal_replays", "orphans_reclaimed", "zeroed_blocks", "fuse_fsync", "fuse_fsyncdir",
       "fuse_flush", "leases_granted", "leases_released", "leases_active", "leases_refused",
-      "zero_extends", "software_version", "uptime_seconds", "persist_error", "enospc_errors", "eio_errors",
+      "software_version", "uptime_seconds", "persist_error", "enospc_errors", "eio_errors",
       "usage_warning_level", "latency"};
   return kKeys;
 }
@@ -331,8 +329,7 @@ std::string RenderHuman(const StatusDoc& doc, const std::string& mountpoint) {
                   Line("direct access",
                        absl::StrCat(OrUnknown(Num(doc, "leases_active")), " leases held (",
                                     OrUnknown(Num(doc, "leases_granted")), " granted, ",
-                                    OrUnknown(Num(doc, "leases_refused")), " refused), ",
-                                    OrUnknown(Num(doc, "zero_extends")), " zero-fills extended")));
+                                    OrUnknown(Num(doc, "leases_refused")), " refused)")));
   absl::StrAppend(&out, Line("errors", absl::StrCat(OrUnknown(Num(doc, "enospc_errors")),
                                                      " ENOSPC, ",
                                                      OrUnknown(Num(doc, "eio_errors")),

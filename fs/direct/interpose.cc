@@ -25,7 +25,6 @@
 #include "fs/direct/lease.h"
 #include "fs/direct/pool_files.h"
 #include "fs/direct/switches.h"
-#include "fs/direct/zero_extend.h"
 
 #define WALFS_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -34,8 +33,6 @@ namespace {
 
 constinit FdTable g_table;
 constinit PoolFiles g_pools;
-constinit ZeroExtendHints g_zero_hints;
-constinit ZeroExtendRefusals g_zero_refusals;
 
 // The next definition of `name` (libc's), resolved on first use. A symbol libc lacks
 // makes the call fail with ENOSYS.
@@ -59,25 +56,15 @@ constinit ZeroExtendRefusals g_zero_refusals;
 // After any call that created descriptor `fd`: a number we still track was closed
 // behind our back, so its entry is stale.
 inline int Created(int fd) {
-  if (fd >= 0) {
-    g_table.DropIfTracked(fd);
-    g_zero_hints.Clear(fd);
-  }
+  if (fd >= 0) g_table.DropIfTracked(fd);
   return fd;
 }
 
 inline int Opened(int fd, int flags) {
   if (fd < 0) return fd;
   g_table.DropIfTracked(fd);
-  g_zero_hints.Clear(fd);
   if (WantsLease(flags) && DirectEnabled()) {
-    const LeaseOutcome outcome =
-        LeaseForOpen(fd, flags, ProductionLeaseSources(), g_table, g_pools);
-    // A writable descriptor of a walfs file, leased or not: its zero-fills may be
-    // zero-extensions (zero_extend.h).
-    if (outcome != LeaseOutcome::kNotWanted && outcome != LeaseOutcome::kNotWalfs) {
-      g_zero_hints.Set(fd);
-    }
+    LeaseForOpen(fd, flags, ProductionLeaseSources(), g_table, g_pools);
   }
   return fd;
 }
@@ -90,38 +77,16 @@ inline mode_t ModeArg(int flags, va_list ap) {
   return NeedsMode(flags) ? static_cast<mode_t>(va_arg(ap, int)) : 0;
 }
 
-// A write of zeros past EOF of a walfs file, done by the daemon as one zero-extension
-// (zero_extend.h); false: the caller makes the real call.
-inline bool ZeroExtended(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags,
-                         size_t* written) {
-  return TryZeroExtend(fd, iov, iovcnt, offset, flags, g_zero_hints, g_zero_refusals,
-                       ProductionZeroExtendSources(), written) == ZeroExtendResult::kExtended;
-}
-
-// pwrite-family core: direct when leased and inside the lease, a zero-extension when it
-// is a large write of zeros past EOF of a walfs file, else the real call. An untracked
-// write below kZeroExtendMinBytes costs the inline load and a compare of its length.
+// pwrite-family core: direct when leased and inside the lease, else the real call. The
+// untracked case is the inline load and nothing else.
 template <typename Real>
 inline ssize_t Pwritev(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags,
                        Real real) {
+  if (!g_table.IsTracked(fd)) return real();
   size_t written = 0;
-  if (!g_table.IsTracked(fd)) {
-    if (ZeroExtendSized(iov, iovcnt) && ZeroExtended(fd, iov, iovcnt, offset, flags, &written)) {
-      return static_cast<ssize_t>(written);
-    }
-    return real();
-  }
-  switch (TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written)) {
-    case DirectResult::kStored:
-      return static_cast<ssize_t>(written);
-    case DirectResult::kNotInLease:
-      if (ZeroExtendSized(iov, iovcnt) && ZeroExtended(fd, iov, iovcnt, offset, flags, &written)) {
-        return static_cast<ssize_t>(written);
-      }
-      break;
-    case DirectResult::kUntracked:
-    case DirectResult::kStale:
-      break;
+  if (TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written) ==
+      DirectResult::kStored) {
+    return static_cast<ssize_t>(written);
   }
   return real();
 }
@@ -151,7 +116,6 @@ using walfs::direct::CloseRangeAroundPools;
 using walfs::direct::Created;
 using walfs::direct::g_pools;
 using walfs::direct::g_table;
-using walfs::direct::g_zero_hints;
 using walfs::direct::ModeArg;
 using walfs::direct::Opened;
 using walfs::direct::PoolFiles;
@@ -309,7 +273,6 @@ WALFS_EXPORT int fdatasync(int fd) {
 // number fails as it would have without us (EBADF), and ranges skip them.
 WALFS_EXPORT int close(int fd) {
   if (g_table.IsTracked(fd)) g_table.Untrack(fd);
-  g_zero_hints.Clear(fd);
   if (g_pools.IsPoolFd(fd)) return errno = EBADF, -1;
   WALFS_CALL_REAL(close, fd);
 }
@@ -368,10 +331,7 @@ WALFS_EXPORT int fcntl(int fd, int cmd, ...) {
   va_end(ap);
   // An O_APPEND set later would make the kernel ignore pwrite's offset: stop direct
   // stores before it takes effect.
-  if (cmd == F_SETFL && (arg & O_APPEND) != 0) {
-    if (g_table.IsTracked(fd)) g_table.Untrack(fd);
-    g_zero_hints.Clear(fd);
-  }
+  if (cmd == F_SETFL && (arg & O_APPEND) != 0 && g_table.IsTracked(fd)) g_table.Untrack(fd);
   auto* real_fn = WALFS_REAL(fcntl);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
   const int result = real_fn(fd, cmd, arg);
@@ -385,10 +345,7 @@ WALFS_EXPORT int fcntl64(int fd, int cmd, ...) {
   va_start(ap, cmd);
   const long arg = va_arg(ap, long);
   va_end(ap);
-  if (cmd == F_SETFL && (arg & O_APPEND) != 0) {
-    if (g_table.IsTracked(fd)) g_table.Untrack(fd);
-    g_zero_hints.Clear(fd);
-  }
+  if (cmd == F_SETFL && (arg & O_APPEND) != 0 && g_table.IsTracked(fd)) g_table.Untrack(fd);
   auto* real_fn = WALFS_REAL(fcntl64);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
   const int result = real_fn(fd, cmd, arg);

@@ -19,16 +19,18 @@ bool IsAbsolutePath(const char* path) {
 
 int FstatCall(int fd, struct stat* st) { return fstat(fd, st); }
 
+MountCache& ProcessMounts() {
+  static constinit MountCache cache;
+  return cache;
+}
+
+bool IsWalfsMount(dev_t dev) { return ProcessMounts().IsWalfs(dev); }
+
 int IoctlLease(int fd, lease::Reply* reply) {
   return ioctl(fd, lease::kIoctlLease, reply) == 0 ? 0 : -errno;
 }
 
 }  // namespace
-
-bool IsWalfsMount(dev_t dev) {
-  static constinit MountCache cache;
-  return cache.IsWalfs(dev);
-}
 
 const char* ValidateReply(const lease::Reply& r) {
   if (r.magic != lease::kMagic) return "bad magic";

@@ -30,9 +30,6 @@ const char* ValidateReply(const lease::Reply& reply);
 // O_APPEND (its writes land at EOF whatever the offset), not O_PATH.
 bool WantsLease(int flags);
 
-// Whether `dev` is a walfs mount, by the process-wide MountCache (fs/direct/mounts.h).
-bool IsWalfsMount(dev_t dev);
-
 struct LeaseSources {
   int (*fstat)(int fd, struct stat* st);
   bool (*is_walfs)(dev_t dev);

@@ -15,11 +15,7 @@
 #    a dup of a leased descriptor closed that way revokes the lease (the daemon's FLUSH
 #    stamp): the next write goes through FUSE;
 #  - a client that cannot open the pool (another user) falls back to FUSE, no error;
-#  - msync mode: the daemon refuses leases, every write goes through FUSE, no error;
-#  - a zero-fill (32 x 8 KiB of zeros per pwritev, PostgreSQL's) at or past EOF is one
-#    zero-extension ioctl per call, no FUSE WRITE, fstat right after it sees the new
-#    size, the range reads as zeros and is allocated; inside the file, without the
-#    library and in msync mode the zeros are written.
+#  - msync mode: the daemon refuses leases, every write goes through FUSE, no error.
 source "$(dirname "$0")/lib/common.sh"
 
 require_fuse
@@ -38,9 +34,7 @@ cc -O1 -o "$CLIENT" -x c - <<'EOF' || fail "cannot build the test client"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 static int err(const char *what) { printf("%s %s\n", what, strerrorname_np(errno)); return 1; }
 /* A system call the preloaded library cannot see (not through libc). */
@@ -82,23 +76,6 @@ int main(int argc, char **argv) {
     memset(buf, 'w', len);
     for (long i = 0; i < count; i++)
       if (write(fd, buf, len) != len) return err("write");
-    return close(fd) == 0 ? 0 : err("close");
-  }
-  if (!strcmp(cmd, "zerofill") && argc == 5) {  /* zerofill FILE OFF COUNT */
-    /* PostgreSQL 15's zero-fill of a new segment: pwritev of 32 x one zeroed 8 KiB block
-       per call, then the size as fstat sees it at once, then fsync. */
-    int fd = open(path, O_RDWR | O_CREAT, 0600);
-    if (fd < 0) return err("open");
-    static char zeros[8192];
-    struct iovec iov[32];
-    for (int i = 0; i < 32; i++) { iov[i].iov_base = zeros; iov[i].iov_len = sizeof(zeros); }
-    long off = atol(argv[3]), count = atol(argv[4]);
-    for (long i = 0; i < count; i++)
-      if (pwritev(fd, iov, 32, off + i * 32L * 8192) != 32 * 8192) return err("pwritev");
-    struct stat st;
-    if (fstat(fd, &st) != 0) return err("fstat");
-    printf("size %lld\n", (long long)st.st_size);
-    if (fsync(fd) != 0) return err("fsync");
     return close(fd) == 0 ? 0 : err("close");
   }
   if (!strcmp(cmd, "session")) {  /* session FILE: "OFF LEN CHAR" per stdin line */
@@ -338,33 +315,6 @@ out=$(setpriv --reuid nobody --regid nogroup --clear-groups env LD_PRELOAD="$LIB
 expect_bytes "$M/$SEG" 0 $((8 * 8192)) n
 wait_field "$M" leases_active 0
 
-log "zero-fill of a new file: one zero-extension per call, no FUSE WRITE"
-ZF=$M/xlogtemp.4242
-writes0=$(walfs_status_field "$M" writes)
-ze0=$(walfs_status_field "$M" zero_extends)
-out=$(direct zerofill "$ZF" 0 64) || fail "zero-fill: $out"
-[ "$out" = "size $((16 << 20))" ] || fail "fstat right after the zero-fill: $out"
-[ "$(walfs_status_field "$M" writes)" = "$writes0" ] || fail "the zero-fill went through FUSE WRITEs"
-(($(walfs_status_field "$M" zero_extends) == ze0 + 64)) || fail "zero-extensions not counted"
-[ "$(stat -c %s "$ZF")" = $((16 << 20)) ] || fail "size after the zero-fill"
-(($(stat -c '%b * %B' "$ZF") >= 16 << 20)) || fail "the zero-filled range is not allocated"
-expect_bytes "$ZF" 0 $((16 << 20)) '\0'
-# Over bytes the file has (leased now: stored directly), and past EOF with a gap.
-direct write "$ZF" 0 $((1 << 20)) z 1 || fail "write into the zero-filled file"
-out=$(direct zerofill "$ZF" 0 4) || fail "zero-fill over data: $out"
-expect_bytes "$ZF" 0 $((1 << 20)) '\0'
-(($(walfs_status_field "$M" zero_extends) == ze0 + 64)) || fail "a zero-fill inside the file was extended"
-out=$(direct zerofill "$ZF" $((32 << 20)) 1) || fail "zero-fill past a gap: $out"
-[ "$out" = "size $(((32 << 20) + (256 << 10)))" ] || fail "size after a zero-fill past a gap: $out"
-(($(walfs_status_field "$M" zero_extends) == ze0 + 65)) || fail "a zero-fill past a gap not extended"
-expect_bytes "$ZF" $((16 << 20)) $(((16 << 20) + (256 << 10))) '\0'
-# Without the library the same calls are FUSE WRITEs.
-writes0=$(walfs_status_field "$M" writes)
-rm "$ZF"
-out=$("$CLIENT" zerofill "$ZF" 0 4) || fail "plain zero-fill: $out"
-(($(walfs_status_field "$M" writes) == writes0 + 4)) || fail "plain zero-fill not through FUSE"
-rm "$ZF"
-
 umount_walfs "$M"
 "$FSCK" "$POOL" >/dev/null || fail "fsck after the direct-access tests: $("$FSCK" "$POOL" 2>&1)"
 
@@ -379,14 +329,6 @@ direct write "$M2/$SEG" 0 8192 m 16 || fail "write in msync mode"
 (($(walfs_status_field "$M2" writes) == writes0 + 16)) || fail "msync-mode writes not through FUSE"
 [ "$(walfs_status_field "$M2" leases_refused)" = 1 ] || fail "msync mode did not refuse the lease"
 expect_bytes "$M2/$SEG" 0 $((16 * 8192)) m
-# The daemon refuses zero-extension in msync mode: the zeros go as FUSE WRITEs, and the
-# client stops asking (one refusal, then plain writes).
-writes0=$(walfs_status_field "$M2" writes)
-out=$(direct zerofill "$M2/xlogtemp.1" 0 8) || fail "zero-fill in msync mode: $out"
-[ "$out" = "size $((2 << 20))" ] || fail "msync-mode zero-fill size: $out"
-(($(walfs_status_field "$M2" writes) == writes0 + 8)) || fail "msync-mode zero-fill not through FUSE"
-[ "$(walfs_status_field "$M2" zero_extends)" = 0 ] || fail "zero-extension in msync mode"
-expect_bytes "$M2/xlogtemp.1" 0 $((2 << 20)) '\0'
 umount_walfs "$M2"
 "$FSCK" "$POOL2" >/dev/null || fail "fsck of the msync pool"
 

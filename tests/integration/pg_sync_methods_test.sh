@@ -5,8 +5,6 @@
 # O_DIRECT|O_DSYNC in PostgreSQL 15. For each: a short pgbench with segment switches,
 # the open flags of the server's WAL fds checked in /proc, an immediate stop (crash
 # recovery replays WAL from the mount), and every committed pgbench transaction present.
-# With the direct-access library in pmem mode, new segments' zero-fills are
-# zero-extensions (none with wal_init_zero=off); without it or in msync mode, none.
 #
 # WALFS_PG_LONG=1 runs longer pgbench rounds and adds open_sync with wal_level=minimal.
 source "$(dirname "$0")/lib/common.sh"
@@ -78,8 +76,6 @@ run_mode() {
     pg_conf "$w" "# $name" "${lines[@]}"
     pg_stop "$w" fast
     pg_start "$w"
-    local ze0
-    ze0=$(zero_extends "$mnt")
     for s in "${lines[@]}"; do
       local key=${s%% =*} want=${s#*= } got
       got=$(pg_sql "$w" "SHOW $key")
@@ -102,11 +98,7 @@ run_mode() {
     read -r rows _ <<<"$res"
     txns=$((txns + rows))
     total=$((total + txns))
-    log "$mode/$name: $txns transactions ($tps tps), $(($(zero_extends "$mnt") - ze0)) zero-extensions"
-    # wal_init_zero=off writes one byte at a new segment's end: nothing to extend.
-    if [ "$name" = init_zero_off ] && [ "$(zero_extends "$mnt")" != "$ze0" ]; then
-      fail "$name: zero-extensions with wal_init_zero=off"
-    fi
+    log "$mode/$name: $txns transactions ($tps tps)"
     echo "TPS mode=$mode config=$name clients=2 seconds=$seconds tps=$tps" >&2
     # An immediate stop leaves the commits only in WAL: recovery reads them back.
     redos=$(grep -c 'redo starts at' "$w/run/pg.log" || true)
@@ -119,24 +111,7 @@ run_mode() {
       fail "$name: pgbench_history has $rows rows after crash recovery, $total were committed"
   done
 
-  # With the library in pmem mode new segments' zero-fills are zero-extensions (no FUSE
-  # WRITE); without it, or in msync mode, there are none.
-  local ze
-  ze=$(zero_extends "$mnt")
-  if [ "$WALFS_TEST_NO_MOUNT" != 1 ]; then
-    if [ "$WALFS_PG_DIRECT" = 1 ] && [ "$mode" = pmem ]; then
-      ((ze > 0)) || fail "no zero-extension: the segments' zero-fill went through FUSE WRITEs"
-    else
-      [ "$ze" = 0 ] || fail "$ze zero-extensions in $mode mode${WALFS_PG_DIRECT:+ (direct=$WALFS_PG_DIRECT)}"
-    fi
-  fi
-
   pg_finish "$w" "$pool"
-}
-
-# zero_extends MNT: the daemon's zero-extension count (0 without a mount).
-zero_extends() {
-  if [ "$WALFS_TEST_NO_MOUNT" = 1 ]; then echo 0; else pg_walfs_counter "$1" zero_extends; fi
 }
 
 for mode in $WALFS_PG_MODES; do

@@ -483,42 +483,6 @@ TEST_F(WalDirectoryTest, FallocateKeepSizeAndDefault) {
   EXPECT_EQ(Errno(dir_->Fallocate(f->ino, 0, 10, 0x8)), EOPNOTSUPP);
 }
 
-// kFallocatePastEof stands for a write of zeros (direct access's zero-extension): it
-// happens only where such a write would store nothing, and leaves what that write would.
-TEST_F(WalDirectoryTest, FallocatePastEofIsAZeroWriteThatStoresNothing) {
-  auto f = dir_->Create(kRootInode, "xlogtemp.77", 0600, kUser, true);
-  ASSERT_TRUE(f.ok());
-  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("abc"), false).ok());
-  const int64_t before = dir_->GetAttr(f->ino)->mtime_ns;
-  // Over bytes the file has: refused, nothing changed.
-  EXPECT_EQ(Errno(dir_->Fallocate(f->ino, 2, 4096, kFallocatePastEof)), EEXIST);
-  EXPECT_EQ(ReadAll(*dir_, f->ino), "abc");
-  // At EOF: the size grows, the bytes read as zero, the blocks are there, times move.
-  ASSERT_TRUE(dir_->Fallocate(f->ino, 3, 100000, kFallocatePastEof).ok());
-  auto a = dir_->GetAttr(f->ino);
-  EXPECT_EQ(a->size, 100003u);
-  EXPECT_GE(a->blocks * 512, 100003u);
-  EXPECT_GT(a->mtime_ns, before);
-  EXPECT_EQ(ReadAll(*dir_, f->ino), std::string("abc") + std::string(100000, '\0'));
-  // Past EOF with a gap: the gap reads as zero too, as after a write there.
-  ASSERT_TRUE(dir_->Fallocate(f->ino, 150000, 50000, kFallocatePastEof).ok());
-  EXPECT_EQ(dir_->GetAttr(f->ino)->size, 200000u);
-  // Meaningless or not a zero write: refused.
-  EXPECT_EQ(Errno(dir_->Fallocate(f->ino, 300000, 10, kFallocatePastEof | kFallocateKeepSize)),
-            EINVAL);
-  SetattrRequest setuid;
-  setuid.mode = 04755;
-  ASSERT_TRUE(dir_->Setattr(f->ino, setuid).ok());
-  EXPECT_EQ(Errno(dir_->Fallocate(f->ino, 200000, 10, kFallocatePastEof)), EPERM);
-  EXPECT_EQ(dir_->GetAttr(f->ino)->size, 200000u);
-  // Durable and consistent (fsck runs at teardown as well).
-  Reopen();
-  auto g = dir_->Lookup(kRootInode, "xlogtemp.77");
-  ASSERT_TRUE(g.ok());
-  const std::string all = ReadAll(*dir_, g->ino);
-  EXPECT_EQ(all, std::string("abc") + std::string(200000 - 3, '\0'));
-}
-
 TEST_F(WalDirectoryTest, SetattrModeOwnerTimes) {
   auto f = dir_->Create(kRootInode, "s", 0644, kUser, true);
   SetattrRequest r;

@@ -289,8 +289,12 @@ wl_bulk() {
       if [ -n "$perf_pid" ]; then
         kill -INT "$perf_pid" && wait "$perf_pid" || log "perf record failed on $target"
         chmod 0644 "$perf_data" 2>/dev/null || true
-        echo "$(head -1 "$data/postmaster.pid") $(pgrep -P "$(head -1 "$data/postmaster.pid")" | tr '\n' ' ')" \
-          "${WALFS_PIDS[$target]:+daemon ${WALFS_PIDS[$target]}}" >"$perf_data.pids"
+        # As wl_profile writes it: the cluster's pids comma-separated (perf report --pid),
+        # then the daemon's.
+        local pm
+        pm=$(head -1 "$data/postmaster.pid")
+        echo "$(echo "$pm" $(pgrep -P "$pm") | tr ' ' ,)${WALFS_PIDS[$target]:+ daemon ${WALFS_PIDS[$target]}}" \
+          >"$perf_data.pids"
       fi
       t1=$(psql_q -c "SELECT pg_current_wal_lsn()") || t1=
       if [ -n "$t1" ]; then

@@ -1,12 +1,15 @@
 // PmemRegion: a PersistentRegion over a file, DAX file or device-DAX mapped with libpmem.
 #include <fcntl.h>
 #include <libpmem.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -238,10 +241,41 @@ absl::StatusOr<int> OpenPool(const std::string& path, const PmemOpenOptions& opt
     return PosixError(
         absl::StrFormat("allocate %d bytes for pool %s", options.create_size, path), e);
   }
+  PrefaultTmpfsRange(fd, 0, options.create_size);
   return fd;
 }
 
 }  // namespace
+
+uint64_t PrefaultTmpfsRange(int fd, uint64_t offset, uint64_t length) {
+#ifdef MADV_POPULATE_WRITE
+  struct statfs fs;
+  if (::fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC || length == 0) return 0;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  uint64_t begin = offset / page * page;
+  const uint64_t end = offset + length;
+  // In pieces, so a large pool never needs one huge stretch of address space.
+  constexpr uint64_t kPiece = 1ULL << 30;
+  uint64_t done = 0;
+  while (begin < end) {
+    const uint64_t n = std::min(kPiece, end - begin);
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                     static_cast<off_t>(begin));
+    if (p == MAP_FAILED) break;
+    const bool ok = ::madvise(p, n, MADV_POPULATE_WRITE) == 0;
+    ::munmap(p, n);
+    if (!ok) break;
+    done += n;
+    begin += n;
+  }
+  return done;
+#else
+  (void)fd;
+  (void)offset;
+  (void)length;
+  return 0;
+#endif
+}
 
 absl::StatusOr<std::unique_ptr<PersistentRegion>> OpenPmemRegion(
     const std::string& path, const PmemOpenOptions& options) {

@@ -523,6 +523,12 @@ std::string Pool::ReserveNote() const {
                       reserve_blocks_, " are reserved for WAL segments)");
 }
 
+uint64_t Pool::VerifyFreeSpaceAhead(uint64_t max_blocks) {
+  if (read_only_) return 0;
+  MutexLock l(&ns_mu_);
+  return guard_.VerifyAhead(*region_, sb_.data_offset, max_blocks);
+}
+
 FsStats Pool::Statfs() {
   FsStats s;
   s.block_size = kBlockSize;

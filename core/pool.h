@@ -112,6 +112,9 @@ class Pool {
   absl::Status Readdir(InodeId ino, uint64_t cookie,
                        const std::function<bool(const DirEntry&)>& fn);
   FsStats Statfs();
+  // FreeSpaceGuard::VerifyAhead under ns_mu_ (held for one call: `max_blocks` bounds how
+  // long an allocation may wait for it). 0 when nothing is left, or on a read-only pool.
+  uint64_t VerifyFreeSpaceAhead(uint64_t max_blocks);
   Counters counters() const;
   absl::Status Close();
 

@@ -46,6 +46,7 @@ void FreeSpaceGuard::Init(uint64_t uninit_begin, uint64_t uninit_end,
   uninit_end_ = uninit_end;
   unverified_.clear();
   unverified_blocks_ = 0;
+  ahead_cursor_ = 0;
   auto add = [&](uint64_t begin, uint64_t end) {
     if (begin >= end) return;
     unverified_[begin] = end - begin;
@@ -59,6 +60,51 @@ void FreeSpaceGuard::Init(uint64_t uninit_begin, uint64_t uninit_end,
   }
 }
 
+namespace {
+
+// The first block of [a, b) that is not zero, or b. Holes of the pool file read as
+// zeros: only what may hold data is read.
+uint64_t FirstNonZeroBlock(const PersistentRegion& region, uint64_t data_offset, uint64_t a,
+                           uint64_t b) {
+  for (uint64_t from = a; from < b;) {
+    const PersistentRegion::DataRange data =
+        MaybeDataBlocks(region, data_offset, kBlockSize, from, b);
+    for (uint64_t blk = data.begin; blk < data.end; ++blk) {
+      if (!AllZero(region.data() + data_offset + blk * kBlockSize, kBlockSize)) return blk;
+    }
+    from = data.end;
+  }
+  return b;
+}
+
+}  // namespace
+
+void FreeSpaceGuard::MarkVerified(uint64_t a, uint64_t b) {
+  auto run = std::prev(unverified_.upper_bound(a));
+  const uint64_t run_begin = run->first, run_end = run->first + run->second;
+  unverified_.erase(run);
+  if (run_begin < a) unverified_[run_begin] = a - run_begin;
+  if (b < run_end) unverified_[b] = run_end - b;
+  unverified_blocks_ -= b - a;
+}
+
+uint64_t FreeSpaceGuard::VerifyAhead(PersistentRegion& region, uint64_t data_offset,
+                                     uint64_t max_blocks) {
+  if (max_blocks == 0) return 0;
+  auto it = unverified_.upper_bound(ahead_cursor_);
+  if (it != unverified_.begin() && std::prev(it)->first + std::prev(it)->second > ahead_cursor_) {
+    --it;
+  }
+  if (it == unverified_.end()) return 0;
+  const uint64_t a = std::max(ahead_cursor_, it->first);
+  const uint64_t b = std::min(it->first + it->second, a + max_blocks);
+  const uint64_t bad = FirstNonZeroBlock(region, data_offset, a, b);
+  if (bad > a) MarkVerified(a, bad);
+  // A block that is not zero is skipped: Prepare reports it if it is ever taken.
+  ahead_cursor_ = bad < b ? bad + 1 : b;
+  return ahead_cursor_ - a;
+}
+
 absl::Status FreeSpaceGuard::Prepare(PersistentRegion& region, uint64_t data_offset,
                                      const format::Extent& e) {
   const uint64_t begin = e.block, end = e.block + e.count;
@@ -70,29 +116,14 @@ absl::Status FreeSpaceGuard::Prepare(PersistentRegion& region, uint64_t data_off
     const uint64_t a = std::max(begin, it->first);
     const uint64_t b = std::min(end, it->first + it->second);
     if (a >= b) continue;
-    // Holes of the pool file read as zeros: only what may hold data is read.
-    for (uint64_t from = a; from < b;) {
-      const PersistentRegion::DataRange data =
-          MaybeDataBlocks(region, data_offset, kBlockSize, from, b);
-      for (uint64_t blk = data.begin; blk < data.end; ++blk) {
-        if (!AllZero(region.data() + data_offset + blk * kBlockSize, kBlockSize)) {
-          return absl::DataLossError(absl::StrCat(
-              "data block ", blk, " (offset ", data_offset + blk * kBlockSize,
-              ") is free space but not zero; it is not handed out: run fsck.walfs --repair"));
-        }
-      }
-      from = data.end;
+    if (const uint64_t blk = FirstNonZeroBlock(region, data_offset, a, b); blk < b) {
+      return absl::DataLossError(absl::StrCat(
+          "data block ", blk, " (offset ", data_offset + blk * kBlockSize,
+          ") is free space but not zero; it is not handed out: run fsck.walfs --repair"));
     }
     checked.emplace_back(a, b);
   }
-  for (const auto& [a, b] : checked) {
-    auto run = std::prev(unverified_.upper_bound(a));
-    const uint64_t run_begin = run->first, run_end = run->first + run->second;
-    unverified_.erase(run);
-    if (run_begin < a) unverified_[run_begin] = a - run_begin;
-    if (b < run_end) unverified_[b] = run_end - b;
-    unverified_blocks_ -= b - a;
-  }
+  for (const auto& [a, b] : checked) MarkVerified(a, b);
 
   const uint64_t a = std::max(begin, uninit_begin_);
   const uint64_t b = std::min(end, uninit_end_);

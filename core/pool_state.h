@@ -62,6 +62,15 @@ class FreeSpaceGuard {
   absl::Status Prepare(PersistentRegion& region, uint64_t data_offset,
                        const format::Extent& e);
 
+  // Verifies ahead of use: reads the lowest unverified free blocks at or past the last
+  // place it stopped, at most `max_blocks` of one run, and marks them verified if they
+  // are zero, so a later Prepare of them reads nothing. Blocks that are not zero stay
+  // unverified (Prepare refuses them when they are taken, as without this) and are not
+  // looked at again. The caller holds the lock that guards this object, and calls it
+  // only with no allocation in between (the blocks are free while they are read).
+  // Returns the blocks looked at; 0 once every unverified block has been looked at.
+  uint64_t VerifyAhead(PersistentRegion& region, uint64_t data_offset, uint64_t max_blocks);
+
   uint64_t uninit_begin() const { return uninit_begin_; }
   uint64_t uninit_end() const { return uninit_end_; }
   // Blocks free at open and not verified yet (tests, status).
@@ -70,8 +79,12 @@ class FreeSpaceGuard {
  private:
   uint64_t uninit_begin_ = 0;
   uint64_t uninit_end_ = 0;
+  // Removes [a, b), which lies inside one run of unverified_.
+  void MarkVerified(uint64_t a, uint64_t b);
+
   std::map<uint64_t, uint64_t> unverified_;  // start -> length, disjoint
   uint64_t unverified_blocks_ = 0;
+  uint64_t ahead_cursor_ = 0;  // VerifyAhead's next block
 };
 
 }  // namespace walfs::core

@@ -90,6 +90,9 @@ absl::Status WalDirectory::Readdir(InodeId ino, uint64_t cookie,
   return pool_->Readdir(ino, cookie, fn);
 }
 FsStats WalDirectory::Statfs() { return pool_->Statfs(); }
+uint64_t WalDirectory::VerifyFreeSpaceAhead(uint64_t max_blocks) {
+  return pool_->VerifyFreeSpaceAhead(max_blocks);
+}
 absl::StatusOr<Lease> WalDirectory::AcquireLease(InodeId ino, bool renew) {
   return pool_->AcquireLease(ino, renew);
 }

@@ -279,6 +279,14 @@ class WalDirectory {
   FsStats Statfs();
   Counters counters() const;
 
+  // Reads up to `max_blocks` of the free space not yet known to be zero (space free since
+  // the pool was opened), so that the allocations which take it later read nothing: the
+  // first 16 MiB segment allocated from a fresh or reopened pool otherwise reads 16 MiB
+  // while PostgreSQL waits. Meant for a background thread, called until it returns 0;
+  // the namespace lock is held for one call. Free space that is not zero is left for
+  // the allocation to refuse, as without it.
+  uint64_t VerifyFreeSpaceAhead(uint64_t max_blocks);
+
   // Persists everything pending and reclaims unreferenced orphans (clean unmount).
   absl::Status Close();
 

@@ -123,6 +123,7 @@ absl::Status Resize(const std::string& path, uint64_t size) {
   } else {
     e = posix_fallocate(fd, 0, static_cast<off_t>(size));
   }
+  if (e == 0) core::PrefaultTmpfsRange(fd, 0, size);
   close(fd);
   if (e != 0) {
     return absl::InternalError(absl::StrCat("cannot resize ", path, " to ", size, " bytes: ",

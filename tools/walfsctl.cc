@@ -712,6 +712,7 @@ int Grow(const std::string& pool, const std::string& size_text) {
                                std::strerror(e), FreeOn(pool),
                                rc == 0 ? "; the pool is unchanged" : ""));
     }
+    core::PrefaultTmpfsRange(fd, old_file_size, new_capacity - old_file_size);
   }
   close(fd);
   absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region = core::OpenPmemRegion(pool);

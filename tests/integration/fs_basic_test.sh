@@ -322,6 +322,15 @@ run_suite() {
   umount_walfs "$M"
   wait "$pid" || fail "[$label] daemon exited with status $? after unmount"
   ! mountpoint -q "$M" || fail "[$label] still mounted"
+  # pmem mode checks free space ahead of allocation in the background (done long before
+  # the unmount on a pool this size, or stopped by it); msync mode leaves it to the
+  # allocations.
+  if [ "$want_mode" = pmem ]; then
+    grep -q "free space checked ahead of allocation: [0-9.]* MiB" "$WALFS_LOG" ||
+      fail "[$label] no background free-space check in the daemon's log"
+  elif grep -q "free space checked ahead" "$WALFS_LOG"; then
+    fail "[$label] msync mode read its free space in the background"
+  fi
   log "[$label] ok"
 }
 

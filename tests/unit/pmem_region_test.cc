@@ -1,4 +1,6 @@
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
@@ -359,6 +361,60 @@ TEST(PmemRegionTest, MaybeDataSkipsHolesOfThePoolFile) {
       region.Persist(50 * 4096, 4096);
     }
   }
+}
+
+bool OnTmpfs(const std::string& path) {
+  struct statfs fs;
+  return ::statfs(path.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
+// A new pool on tmpfs is made resident at creation: its fallocated pages, which tmpfs
+// reports as holes and clears only at first touch, read as data afterwards (cleared
+// now), and not a byte changes.
+TEST(PmemRegionTest, NewPoolOnTmpfsIsResidentAtCreation) {
+  TempDir dir;
+  if (!OnTmpfs(dir.path())) GTEST_SKIP() << dir.path() << " is not on tmpfs";
+  const uint64_t size = 8ULL << 20;
+  const std::string path = dir.File("pool");
+  {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::posix_fallocate(fd, 0, static_cast<off_t>(size)), 0);
+    // The kernel behaviour this works around: fallocated pages are holes to SEEK_DATA.
+    EXPECT_EQ(::lseek(fd, 0, SEEK_DATA), -1) << "fallocated tmpfs pages read as data";
+    ASSERT_EQ(::pwrite(fd, "walfs", 5, 3 * 4096 + 11), 5);
+    EXPECT_EQ(PrefaultTmpfsRange(fd, 4096 + 100, size - 4096 - 100), size - 4096)
+        << "populated from the page holding the offset to the end";
+    // (Not necessarily a hole below: a huge=always mount reports data per 2 MiB.)
+    EXPECT_LE(::lseek(fd, 0, SEEK_DATA), 4096);
+    EXPECT_GE(::lseek(fd, 4096, SEEK_HOLE), static_cast<off_t>(size));
+    ::close(fd);
+    EXPECT_EQ(ReadFile(path, 3 * 4096 + 11, 5), "walfs");
+    EXPECT_EQ(ReadFile(path, 4096, 4096), std::string(4096, '\0'));
+    std::filesystem::remove(path);
+  }
+  absl::StatusOr<std::unique_ptr<PersistentRegion>> r =
+      OpenPmemRegion(path, PmemOpenOptions{.create_size = size});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(::lseek(fd, 0, SEEK_DATA), 0);
+  EXPECT_GE(::lseek(fd, 0, SEEK_HOLE), static_cast<off_t>(size));
+  ::close(fd);
+  EXPECT_EQ((*r)->MaybeData(0, size).begin, 0u);
+  EXPECT_EQ(ReadFile(path, 0, size), std::string(size, '\0'));
+}
+
+TEST(PmemRegionTest, PrefaultLeavesOtherFileSystemsAlone) {
+  const std::string base = ::testing::TempDir();
+  if (OnTmpfs(base)) GTEST_SKIP() << base << " is on tmpfs";
+  const std::string path = base + "/walfs_prefault_" + std::to_string(::getpid());
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 1 << 20), 0);
+  EXPECT_EQ(PrefaultTmpfsRange(fd, 0, 1 << 20), 0u);
+  ::close(fd);
+  ::unlink(path.c_str());
 }
 
 TEST(PmemRegionDeathTest, ReadOnlyMapping) {

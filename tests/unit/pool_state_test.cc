@@ -376,6 +376,75 @@ TEST(FreeSpaceGuardTest, VerifiesOnceAndShrinksTheUninitialisedRange) {
   EXPECT_EQ(bytes.find_first_not_of('\0', 60 * format::kBlockSize), std::string::npos);
 }
 
+// VerifyAhead walks the unverified free space from the bottom in bounded steps, marks
+// what is zero verified (a later Prepare reads nothing there), skips a block that is not
+// zero (Prepare still refuses it) and leaves the uninitialised range to Prepare.
+TEST(FreeSpaceGuardTest, VerifyAheadMarksZeroSpaceAndLeavesScribblesToPrepare) {
+  MemoryRegion region(std::string(64 * format::kBlockSize, '\0'));
+  std::string& bytes = region.bytes();
+  bytes[13 * format::kBlockSize + 7] = 1;
+  FreeSpaceGuard g;
+  // Free: [0, 4) and [8, 40), uninitialised [40, 64) (never read by VerifyAhead).
+  std::memset(bytes.data() + 40 * format::kBlockSize, 0x5a, 24 * format::kBlockSize);
+  g.Init(40, 64, {{0, 4}, {8, 56}});
+  EXPECT_EQ(g.unverified_blocks(), 36u);
+  EXPECT_EQ(g.VerifyAhead(region, 0, 0), 0u);
+  EXPECT_EQ(g.VerifyAhead(region, 0, 3), 3u);  // [0, 3)
+  EXPECT_EQ(g.unverified_blocks(), 33u);
+  EXPECT_EQ(g.VerifyAhead(region, 0, 3), 1u) << "one run per step";  // [3, 4)
+  EXPECT_EQ(g.VerifyAhead(region, 0, 4), 4u);                          // [8, 12)
+  EXPECT_EQ(g.VerifyAhead(region, 0, 4), 2u) << "stops past the scribble";  // 12, 13
+  EXPECT_EQ(g.unverified_blocks(), 33u - 1 - 4 - 1);
+  uint64_t steps = 0, looked = 0;
+  while (const uint64_t n = g.VerifyAhead(region, 0, 5)) {
+    looked += n;
+    ++steps;
+  }
+  EXPECT_EQ(looked, 40u - 14);
+  EXPECT_EQ(steps, 6u);
+  EXPECT_EQ(g.unverified_blocks(), 1u) << "only the scribbled block is left";
+  EXPECT_EQ(g.VerifyAhead(region, 0, 64), 0u) << "nothing is looked at twice";
+  // Verified space is not read again: a later scribble there is not Prepare's to find
+  // (as for space verified by an allocation); the skipped block is still refused.
+  bytes[20 * format::kBlockSize] = 1;
+  EXPECT_TRUE(g.Prepare(region, 0, {16, 8}).ok());
+  auto s = g.Prepare(region, 0, {12, 2});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("data block 13 "), std::string::npos) << s;
+  EXPECT_EQ(g.uninit_begin(), 40u);
+  EXPECT_EQ(g.uninit_end(), 64u);
+}
+
+// Through the directory: space verified ahead is handed out without a read, a scribble
+// found ahead is still refused when allocated, and a read-only pool does nothing.
+TEST(PoolStateTest, FreeSpaceVerifiedAheadIsHandedOutAndScribblesStillRefused) {
+  std::string image = testing::FormattedImage();
+  const format::Superblock sb = SuperblockOf(image);
+  std::string* bytes = nullptr;
+  auto dir = Open(image, &bytes);
+  ASSERT_NE(dir, nullptr);
+  uint64_t looked = 0;
+  while (const uint64_t n = dir->VerifyFreeSpaceAhead(64)) looked += n;
+  EXPECT_GT(looked, kTestSegment / format::kBlockSize);
+  // What would have been refused, had it been read at allocation: the guard trusts the
+  // blocks it verified ahead, as it trusts blocks it verified at an allocation.
+  std::memcpy(bytes->data() + sb.data_offset + 5 * format::kBlockSize, "late", 4);
+  auto seg = dir->Create(kRoot, kSegment1, 0600, kUser, true);
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  ASSERT_TRUE(dir->Close().ok());
+
+  image = testing::FormattedImage();
+  std::memcpy(image.data() + sb.data_offset + 5 * format::kBlockSize + 100, "stale", 5);
+  dir = Open(image, &bytes);
+  ASSERT_NE(dir, nullptr);
+  while (dir->VerifyFreeSpaceAhead(64) != 0) {
+  }
+  seg = dir->Create(kRoot, kSegment1, 0600, kUser, true);
+  ASSERT_FALSE(seg.ok());
+  EXPECT_EQ(seg.status().code(), absl::StatusCode::kDataLoss) << seg.status();
+  ASSERT_TRUE(dir->Close().ok());
+}
+
 // Over a pool file, FreeSpaceGuard reads only what may hold data (holes read as zeros)
 // and still refuses a scribble in it.
 TEST(FreeSpaceGuardTest, OverAFileSkipsHolesAndStillRefusesDataThatIsNotZero) {

@@ -31,6 +31,10 @@
 #                          tmpfs mounted huge=always (2 MiB pages, as fsdax/device-DAX
 #                          PMEM with 2 MiB alignment gives); data directories and the
 #                          tmpfs target stay on /dev/shm (README, "Page size of the pool")
+#     --pin-server CPUS    run the PostgreSQL servers under `taskset -c CPUS`
+#     --pin-client CPUS    run pgbench under `taskset -c CPUS`: with both, how far a
+#                          one-client figure is the scheduler's placement (README,
+#                          "One client")
 #     --build-dir DIR      CMake build dir (default ./build)
 #     --smoke              tiny sizes for CI: 1 rep, 1 s runs, scale 1, 2 bulk segments
 set -euo pipefail
@@ -54,6 +58,8 @@ SEG_COUNT=16
 POOL_SIZE=2G
 DISK_PARENT=/var/tmp
 HUGE_POOL=0
+PIN_SERVER=
+PIN_CLIENT=
 CORE_MIN_TIME=0.5
 BUILD_DIR_ARG=
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
@@ -75,6 +81,8 @@ while [ $# -gt 0 ]; do
     --pool-size) POOL_SIZE=$2; shift ;;
     --disk-dir) DISK_PARENT=$2; shift ;;
     --huge-pool) HUGE_POOL=1 ;;
+    --pin-server) PIN_SERVER=$2; shift ;;
+    --pin-client) PIN_CLIENT=$2; shift ;;
     --build-dir) BUILD_DIR_ARG=$2; shift ;;
     --smoke)
       REPS=1 PGBENCH_SECS=1 FSYNC_SECS=1 PGBENCH_SCALE=1 BULK_SEGMENTS=2 SEG_COUNT=2
@@ -141,7 +149,8 @@ pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "?"; }
   echo "command: $COMMAND_LINE"
   echo "settings: reps=$REPS duration=${PGBENCH_SECS}s fsync_secs=$FSYNC_SECS scale=$PGBENCH_SCALE" \
     "clients=\"$PGBENCH_CLIENTS\" insert_clients=$INSERT_CLIENTS bulk_segments=$BULK_SEGMENTS" \
-    "seg_count=$SEG_COUNT pool_size=$POOL_SIZE"
+    "seg_count=$SEG_COUNT pool_size=$POOL_SIZE" \
+    "pin_server=${PIN_SERVER:-none} pin_client=${PIN_CLIENT:-none}"
   echo "nproc: $(nproc)"
   echo "kernel: $(uname -srm)"
   echo "cpu: $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"

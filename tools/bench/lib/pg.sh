@@ -56,7 +56,7 @@ pg_start() {
     shift 2
   done
   on_exit "runuser -u postgres -- '$PG_BIN/pg_ctl' -D '$data' -m immediate stop"
-  as_postgres env ${PG_PRELOAD:+LD_PRELOAD="$PG_PRELOAD"} \
+  as_postgres ${PIN_SERVER:+taskset -c "$PIN_SERVER"} env ${PG_PRELOAD:+LD_PRELOAD="$PG_PRELOAD"} \
     "$PG_BIN/pg_ctl" -D "$data" -l "$data.server.log" -w -t 120 -o "$opts" \
     start >/dev/null || {
     log "server in $data did not start:"
@@ -80,7 +80,7 @@ psql_q() {
 # pgbench fails or reports neither.
 pgbench_run() {
   local out
-  out=$(as_postgres "$PG_BIN/pgbench" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres "$@" \
+  out=$(as_postgres ${PIN_CLIENT:+taskset -c "$PIN_CLIENT"} "$PG_BIN/pgbench" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres "$@" \
     postgres 2>&1) || {
     log "pgbench $* failed:"
     echo "$out" | tail -5 >&2

@@ -208,7 +208,7 @@ wl_profile() {
       local base want tries=0
       base=$(pgrep -c -P "$pm" || true)
       if [ "$run" = inserts ]; then want=$((base + INSERT_CLIENTS)); else want=$((base + run)); fi
-      pgbench_run "${args[@]}" -T "$PGBENCH_SECS" >/dev/null &
+      pgbench_run "${args[@]}" -T "$PGBENCH_SECS" >"$OUT_DIR/logs/pgbench.profile.$target.$run.$rep.log" 2>&1 &
       bench_pid=$!
       # pgbench's backends live as long as its connections: take the cluster's pids
       # once they are all up (a loaded machine may take seconds to fork them).
@@ -218,7 +218,18 @@ wl_profile() {
       done
       [ $tries -ge 100 ] && log "profile: not all of pgbench's backends came up on $target"
       pids=$(echo "$pm" $(pgrep -P "$pm") | tr ' ' ,)
+      local stat_pid=
+      if [ "${PROFILE_COUNTS:-0}" = 1 ]; then
+        # Counts beside the samples: system calls, faults and switches of the cluster's
+        # processes, for a per-transaction comparison of where the kernel time goes.
+        perf stat -x, -o "$OUT_DIR/logs/perf.stat.$target.$run.$rep.txt" \
+          -e task-clock,context-switches,page-faults,raw_syscalls:sys_enter \
+          --per-thread -p "$pids" -- sleep $((PGBENCH_SECS > 2 ? PGBENCH_SECS - 2 : 1)) \
+          >/dev/null 2>&1 &
+        stat_pid=$!
+      fi
       wait "$bench_pid" || log "profiled pgbench failed on $target"
+      [ -n "$stat_pid" ] && { wait "$stat_pid" || log "perf stat failed on $target"; }
       wait "$perf_pid" || log "perf record failed on $target"
       shares=$(profile_shares "$perf_data" "$pids" "$daemon")
       if [ "${PROFILE_KEEP:-0}" = 1 ]; then

@@ -77,11 +77,11 @@ class FreeSpaceGuard {
   uint64_t unverified_blocks() const { return unverified_blocks_; }
 
  private:
-  uint64_t uninit_begin_ = 0;
-  uint64_t uninit_end_ = 0;
   // Removes [a, b), which lies inside one run of unverified_.
   void MarkVerified(uint64_t a, uint64_t b);
 
+  uint64_t uninit_begin_ = 0;
+  uint64_t uninit_end_ = 0;
   std::map<uint64_t, uint64_t> unverified_;  // start -> length, disjoint
   uint64_t unverified_blocks_ = 0;
   uint64_t ahead_cursor_ = 0;  // VerifyAhead's next block

@@ -415,8 +415,8 @@ TEST(FreeSpaceGuardTest, VerifyAheadMarksZeroSpaceAndLeavesScribblesToPrepare) {
   EXPECT_EQ(g.uninit_end(), 64u);
 }
 
-// Through the directory: space verified ahead is handed out without a read, a scribble
-// found ahead is still refused when allocated, and a read-only pool does nothing.
+// Through the directory: space verified ahead is handed out without a read, and a
+// scribble found ahead is still refused when allocated.
 TEST(PoolStateTest, FreeSpaceVerifiedAheadIsHandedOutAndScribblesStillRefused) {
   std::string image = testing::FormattedImage();
   const format::Superblock sb = SuperblockOf(image);

@@ -34,7 +34,7 @@
 #     --pin-server CPUS    run the PostgreSQL servers under `taskset -c CPUS`
 #     --pin-client CPUS    run pgbench under `taskset -c CPUS`: with both, how far a
 #                          one-client figure is the scheduler's placement (README,
-#                          "One client")
+#                          "Direct access figures", 2026-12-03, later)
 #     --build-dir DIR      CMake build dir (default ./build)
 #     --smoke              tiny sizes for CI: 1 rep, 1 s runs, scale 1, 2 bulk segments
 set -euo pipefail

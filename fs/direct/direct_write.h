@@ -64,6 +64,8 @@ void StoreDirect(const LeaseMapping& m, uint64_t offset, const struct iovec* iov
 enum class DirectResult {
   kStored,      // stored and durable; the call returns the byte count
   kUntracked,   // fd holds no lease
+  kPending,     // fd is a walfs file whose lease is taken at its first write: the caller
+                // asks for it (LeasePending) and tries once more
   kNotInLease,  // length 0, negative offset, partly or wholly outside the lease, bad
                 // iovec count or length overflow, or flags the direct path does not do
   kStale,       // the lease's stamp changed (a close of its file description, or the

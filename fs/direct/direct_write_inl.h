@@ -25,7 +25,9 @@ inline void DropStale(FdTable& table, int fd, FdTable::Ref& lease) {
 
 inline bool SyncIsDone(FdTable& table, int fd) {
   FdTable::Ref lease = table.Acquire(fd);
-  if (!lease) return false;
+  // A pending descriptor stored nothing directly: its writes, if any, went through FUSE
+  // and the kernel's fsync is the one that answers for them.
+  if (!lease || lease.pending()) return false;
   if (LeaseCurrent(*lease)) return true;
   DropStale(table, fd, lease);
   return false;
@@ -36,6 +38,7 @@ DirectResult TryDirectWrite(FdTable& table, int fd, const struct iovec* iov, int
                             off_t offset, int flags, Persistor& persistor, size_t* written) {
   FdTable::Ref lease = table.Acquire(fd);
   if (!lease) return DirectResult::kUntracked;
+  if (lease.pending()) return DirectResult::kPending;
   if (offset < 0 || iovcnt <= 0 || iovcnt > IOV_MAX || !DirectFlagsOk(flags)) {
     return DirectResult::kNotInLease;
   }

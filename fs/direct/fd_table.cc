@@ -34,15 +34,21 @@ FdTable::Entry* FdTable::Allocate() {
   return e;
 }
 
-bool FdTable::Track(int fd, const LeaseMapping& mapping) {
+template <typename Fill>
+bool FdTable::Install(int fd, const Entry* expected, Fill fill) {
   if (static_cast<unsigned>(fd) >= kFdBound) return false;
   Entry* old = nullptr;
   {
     SignalSafeLock::Guard guard(lock_);
+    // Checked before allocating: a lost race must not cost an entry.
+    if (expected != kAny && slots_[fd].load(std::memory_order_acquire) != expected) {
+      return false;
+    }
     Entry* entry = Allocate();
     if (entry == nullptr) return false;
-    entry->mapping = mapping;
+    fill(*entry);
     entry->refs.store(1, std::memory_order_relaxed);
+    // Under lock_ no other mutation can change the slot between the check and here.
     old = slots_[fd].exchange(entry, std::memory_order_acq_rel);
     if (high_water_.load(std::memory_order_relaxed) <= fd) {
       high_water_.store(fd + 1, std::memory_order_relaxed);
@@ -50,6 +56,29 @@ bool FdTable::Track(int fd, const LeaseMapping& mapping) {
   }
   if (old != nullptr) Unref(old);
   return true;
+}
+
+bool FdTable::Track(int fd, const LeaseMapping& mapping) {
+  return Install(fd, kAny, [&](Entry& e) {
+    e.pending = false;
+    e.mapping = mapping;
+  });
+}
+
+bool FdTable::TrackPending(int fd, dev_t dev, ino_t ino) {
+  return Install(fd, kAny, [&](Entry& e) {
+    e.pending = true;
+    e.dev = dev;
+    e.ino = ino;
+    e.mapping = LeaseMapping();
+  });
+}
+
+bool FdTable::ReplaceIf(int fd, const Entry* expected, const LeaseMapping& mapping) {
+  return Install(fd, expected, [&](Entry& e) {
+    e.pending = false;
+    e.mapping = mapping;
+  });
 }
 
 FdTable::Ref FdTable::AcquireSlow(int fd, Entry* entry) {
@@ -70,7 +99,7 @@ FdTable::Ref FdTable::AcquireSlow(int fd, Entry* entry) {
 
 void FdTable::Unref(Entry* entry) {
   if (entry->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  UnmapLease(entry->mapping);
+  if (!entry->pending) UnmapLease(entry->mapping);
   SignalSafeLock::Guard guard(lock_);
   entry->next_free = free_list_;
   free_list_ = entry;

@@ -1,5 +1,10 @@
 // FdTable: which descriptors of this process hold a lease, and their mappings.
 //
+// An entry is either a lease (its mapping) or pending: a walfs file opened for writing
+// whose lease is taken at its first write (fs/direct/lease.h, LeasePending), so that
+// descriptors PostgreSQL opens only to fsync (durable_rename, fsync_fname) never cost a
+// lease. A pending entry carries the st_dev/st_ino seen at open; it has no mapping.
+//
 // The hot path (every pwrite/fsync of the process) asks "is fd leased?" with one atomic
 // load of slots_[fd]: descriptors at or above kFdBound are never tracked. Mutations
 // (Track/Untrack) take a SignalSafeLock, so a signal handler calling close() or dup2()
@@ -15,6 +20,8 @@
 #ifndef WALFS_FS_DIRECT_FD_TABLE_H_
 #define WALFS_FS_DIRECT_FD_TABLE_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -29,6 +36,9 @@ class FdTable {
 
   struct Entry {
     std::atomic<uint32_t> refs{0};
+    bool pending = false;  // no lease yet: mapping is empty, dev/ino say what was opened
+    dev_t dev = 0;
+    ino_t ino = 0;
     LeaseMapping mapping;
     Entry* next_free = nullptr;
   };
@@ -44,6 +54,7 @@ class FdTable {
     Ref& operator=(Ref&&) = delete;
     ~Ref() { Reset(); }
     explicit operator bool() const { return entry_ != nullptr; }
+    bool pending() const { return entry_->pending; }
     const LeaseMapping& operator*() const { return entry_->mapping; }
     const LeaseMapping* operator->() const { return &entry_->mapping; }
     Entry* entry() const { return entry_; }
@@ -65,6 +76,15 @@ class FdTable {
   // (and the caller still owns the mapping) when fd is outside [0, kFdBound) or no entry
   // memory can be had.
   bool Track(int fd, const LeaseMapping& mapping);
+
+  // Tracks fd as pending (a walfs file identified by dev/ino, no lease yet), first
+  // untracking whatever entry fd had. False when fd is out of range or no entry memory.
+  bool TrackPending(int fd, dev_t dev, ino_t ino);
+
+  // Publishes `mapping` for fd only if its slot still holds `expected` (the pending
+  // entry the caller leased for). False (the caller still owns the mapping) when the
+  // slot changed meanwhile (a close, a newer open) or no entry memory can be had.
+  bool ReplaceIf(int fd, const Entry* expected, const LeaseMapping& mapping);
 
   // One atomic load.
   bool IsTracked(int fd) const {
@@ -105,6 +125,11 @@ class FdTable {
   Ref AcquireSlow(int fd, Entry* entry);
   void Unref(Entry* entry);
   Entry* Allocate();  // lock_ held
+  // Installs a fresh entry from `fill` in fd's slot: unconditionally when `expected` is
+  // kAny, else only while the slot holds `expected`. Returns whether it was installed.
+  template <typename Fill>
+  bool Install(int fd, const Entry* expected, Fill fill);
+  static inline const Entry* const kAny = reinterpret_cast<const Entry*>(1);
 
   std::atomic<Entry*> slots_[kFdBound] = {};
   // One past the highest fd ever tracked: bounds UntrackRange's scan.

@@ -64,7 +64,7 @@ inline int Opened(int fd, int flags) {
   if (fd < 0) return fd;
   g_table.DropIfTracked(fd);
   if (WantsLease(flags) && DirectEnabled()) {
-    LeaseForOpen(fd, flags, ProductionLeaseSources(), g_table, g_pools);
+    NoteOpen(fd, flags, ProductionLeaseSources(), g_table);
   }
   return fd;
 }
@@ -84,10 +84,14 @@ inline ssize_t Pwritev(int fd, const struct iovec* iov, int iovcnt, off_t offset
                        Real real) {
   if (!g_table.IsTracked(fd)) return real();
   size_t written = 0;
-  if (TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written) ==
-      DirectResult::kStored) {
-    return static_cast<ssize_t>(written);
+  DirectResult result = TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written);
+  if (result == DirectResult::kPending) {
+    // The descriptor's first write: take its lease now. Afterwards fd holds the lease or
+    // nothing (or a newer pending entry, whose own first write will ask).
+    LeasePending(fd, ProductionLeaseSources(), g_table, g_pools);
+    result = TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written);
   }
+  if (result == DirectResult::kStored) return static_cast<ssize_t>(written);
   return real();
 }
 

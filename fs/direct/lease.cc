@@ -90,8 +90,7 @@ const LeaseSources& ProductionLeaseSources() {
   return kSources;
 }
 
-LeaseOutcome LeaseForOpen(int fd, int flags, const LeaseSources& sources, FdTable& table,
-                          PoolFiles& pools) {
+LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& table) {
   if (!WantsLease(flags) || fd < 0 || fd >= FdTable::kFdBound) return LeaseOutcome::kNotWanted;
   const int saved_errno = errno;
   struct stat st;
@@ -101,40 +100,64 @@ LeaseOutcome LeaseForOpen(int fd, int flags, const LeaseSources& sources, FdTabl
   } else if (st.st_size == 0) {
     // Nothing is allocated, so the daemon would refuse (ENODATA): PostgreSQL's new
     // segments (xlogtemp.N, zero-filled through FUSE, then renamed and reopened) and
-    // the empty files it opens for writing skip the round trip.
+    // the empty files it opens for writing are not tracked at all.
     outcome = LeaseOutcome::kEmpty;
+  } else if (!table.TrackPending(fd, st.st_dev, st.st_ino)) {
+    outcome = LeaseOutcome::kTableFull;
+    DebugLog("fd %d: no lease: fd table entry unavailable", fd);
   } else {
-    // 12.9 KB: on the stack rather than the heap, as open() may run anywhere.
-    lease::Reply reply;
-    memset(&reply, 0, sizeof(reply));
-    const int err = sources.ioctl_lease(fd, &reply);
-    const char* invalid = err == 0 ? ValidateReply(reply) : nullptr;
-    if (err != 0) {
-      outcome = LeaseOutcome::kIoctlFailed;
-      DebugLog("fd %d: no lease: ioctl: %s", fd, strerror(-err));
-    } else if (invalid != nullptr) {
-      outcome = LeaseOutcome::kInvalid;
-      DebugLog("fd %d: no lease: invalid reply: %s", fd, invalid);
+    outcome = LeaseOutcome::kPending;
+  }
+  errno = saved_errno;
+  return outcome;
+}
+
+LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
+                          PoolFiles& pools) {
+  FdTable::Ref pending = table.Acquire(fd);
+  if (!pending || !pending.pending()) return LeaseOutcome::kReused;
+  const FdTable::Entry* entry = pending.entry();
+  const int saved_errno = errno;
+  struct stat st;
+  LeaseOutcome outcome;
+  // 12.9 KB: on the stack rather than the heap, as a write may run anywhere.
+  lease::Reply reply;
+  memset(&reply, 0, sizeof(reply));
+  if (sources.fstat(fd, &st) != 0 || st.st_dev != entry->dev || st.st_ino != entry->ino) {
+    // Not the file opened: the ioctl must not go to whatever fd is now.
+    outcome = LeaseOutcome::kReused;
+    DebugLog("fd %d: no lease: no longer the file opened", fd);
+  } else if (const int err = sources.ioctl_lease(fd, &reply); err != 0) {
+    outcome = LeaseOutcome::kIoctlFailed;
+    DebugLog("fd %d: no lease: ioctl: %s", fd, strerror(-err));
+  } else if (const char* invalid = ValidateReply(reply); invalid != nullptr) {
+    outcome = LeaseOutcome::kInvalid;
+    DebugLog("fd %d: no lease: invalid reply: %s", fd, invalid);
+  } else {
+    LeaseMapping mapping;
+    const char* reason = "";
+    const int map_err = MapLease(reply, pools, &mapping, &reason);
+    if (map_err != 0) {
+      outcome = LeaseOutcome::kMapFailed;
+      DebugLog("fd %d: no lease: %s (%s): %s", fd, reason, reply.pool_path, strerror(-map_err));
+    } else if (!table.ReplaceIf(fd, entry, mapping)) {
+      // Closed, reopened or already leased by another thread meanwhile: the slot is not
+      // ours to fill. Its new owner decides for itself.
+      UnmapLease(mapping);
+      outcome = LeaseOutcome::kReused;
+      DebugLog("fd %d: no lease: the descriptor changed while leasing", fd);
     } else {
-      LeaseMapping mapping;
-      const char* reason = "";
-      const int map_err = MapLease(reply, pools, &mapping, &reason);
-      if (map_err != 0) {
-        outcome = LeaseOutcome::kMapFailed;
-        DebugLog("fd %d: no lease: %s (%s): %s", fd, reason, reply.pool_path, strerror(-map_err));
-      } else if (!table.Track(fd, mapping)) {
-        UnmapLease(mapping);
-        outcome = LeaseOutcome::kTableFull;
-        DebugLog("fd %d: no lease: fd table entry unavailable", fd);
-      } else {
-        outcome = LeaseOutcome::kGranted;
-        DebugLog("fd %d: lease granted: walfs inode %llu, %llu bytes in %u run(s) of %s%s", fd,
-                 static_cast<unsigned long long>(reply.ino),
-                 static_cast<unsigned long long>(reply.leased_size), reply.run_count,
-                 reply.pool_path, (reply.flags & lease::kFlagImage) ? " (+ power-cut image)" : "");
-      }
+      outcome = LeaseOutcome::kGranted;
+      DebugLog("fd %d: lease granted: walfs inode %llu, %llu bytes in %u run(s) of %s%s", fd,
+               static_cast<unsigned long long>(reply.ino),
+               static_cast<unsigned long long>(reply.leased_size), reply.run_count,
+               reply.pool_path, (reply.flags & lease::kFlagImage) ? " (+ power-cut image)" : "");
     }
   }
+  // While `pending` holds its reference the entry cannot be retired and reused, so the
+  // slot comparison cannot mistake a newer entry for it.
+  if (outcome != LeaseOutcome::kGranted) table.UntrackIf(fd, entry);
+  pending.Reset();
   errno = saved_errno;
   return outcome;
 }

@@ -1,6 +1,14 @@
-// Acquiring a lease when a file on a walfs mount is opened for writing.
+// Acquiring a lease for a file on a walfs mount opened for writing, at its first write.
 //
-// The seam: LeaseForOpen takes the three things that touch the outside world (fstat, the
+// Two steps. At open, NoteOpen decides from fstat whether the descriptor is a walfs file
+// a lease could serve and, if so, tracks it as pending (no system call beyond fstat).
+// At the descriptor's first pwrite-family call, LeasePending asks the daemon, maps the
+// reply and replaces the pending entry with the lease. PostgreSQL opens many WAL files
+// only to fsync them (durable_rename, fsync_fname on recycle and at checkpoints): they
+// now cost no lease ioctl, no mapping and no lease release (which would also have set
+// mtime on a file nobody wrote).
+//
+// The seam: NoteOpen and LeasePending take the three things that touch the outside world (fstat, the
 // mount check and the ioctl) as LeaseSources, so tests drive every decision without a
 // mount; production passes ProductionLeaseSources(). Every failure means "not tracked":
 // the descriptor keeps working through FUSE.
@@ -40,11 +48,14 @@ struct LeaseSources {
 // fstat(2), the process-wide MountCache, and ioctl(fd, lease::kIoctlLease).
 const LeaseSources& ProductionLeaseSources();
 
-// Outcome of LeaseForOpen, for the debug log and tests.
+// Outcome of NoteOpen and LeasePending, for the debug log and tests.
 enum class LeaseOutcome {
   kGranted,
+  kPending,      // NoteOpen: a walfs file, tracked; the lease comes at the first write
   kNotWanted,    // flags (read-only, O_APPEND, O_PATH) or fd out of the table's range
   kNotWalfs,     // fstat failed, not a regular file, or not on a walfs mount
+  kReused,       // LeasePending: the descriptor is no longer the file NoteOpen saw (it
+                 // was closed where we could not see it), or is not pending at all
   kEmpty,        // a walfs file of size 0: nothing to lease, the daemon is not asked
   kIoctlFailed,  // the daemon refused (EOPNOTSUPP in msync mode, ENODATA when empty...)
   kInvalid,      // the reply failed ValidateReply
@@ -52,10 +63,19 @@ enum class LeaseOutcome {
   kTableFull,    // no entry memory
 };
 
-// Decides whether the freshly opened fd (opened with `flags`) gets a lease and, if so,
-// maps it and tracks it in `table`. Never changes errno. Logs the decision when
-// WALFS_DIRECT_DEBUG=1. Not async-signal-safe (reads mountinfo with malloc).
-LeaseOutcome LeaseForOpen(int fd, int flags, const LeaseSources& sources, FdTable& table,
+// Decides whether the freshly opened fd (opened with `flags`) is a walfs file worth a
+// lease and, if so, tracks it in `table` as pending: kPending, or why not. Never changes
+// errno. Not async-signal-safe (the first call reads mountinfo with malloc).
+LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& table);
+
+// fd's first write: fd must be pending in `table`. Checks that fd is still the file
+// NoteOpen saw (fstat: st_dev/st_ino), asks the daemon, validates and maps the reply
+// and replaces the pending entry with the lease: kGranted. On any other outcome the
+// pending entry is dropped, so later calls on fd cost one load and go to the kernel.
+// Never changes errno. Logs the decision when WALFS_DIRECT_DEBUG=1. Not
+// async-signal-safe (it maps memory and may open the pool file): a pwrite of a pending
+// descriptor from a signal handler would run it; PostgreSQL's handlers write nothing.
+LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
                           PoolFiles& pools);
 
 }  // namespace walfs::direct

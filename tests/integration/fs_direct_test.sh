@@ -258,10 +258,12 @@ wait_field "$M" free_blocks $((free_before + 4096))
 log "two processes lease one file; unlink under them"
 session_start S2 session "$M/$SEG"
 session_start S3 session "$M/$SEG"
-wait_field "$M" leases_active 2
+# Leases are taken at a descriptor's first write, not at open.
+[ "$(walfs_status_field "$M" leases_active)" = 0 ] || fail "a lease was taken at open"
 writes0=$(walfs_status_field "$M" writes)
 session_write S2 "0 4096 A"
 session_write S3 "4096 4096 B"
+wait_field "$M" leases_active 2
 [ "$(walfs_status_field "$M" writes)" = "$writes0" ] || fail "shared-file writes went through FUSE"
 expect_bytes "$M/$SEG" 0 4096 A
 expect_bytes "$M/$SEG" 4096 4096 B

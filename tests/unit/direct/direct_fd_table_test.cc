@@ -51,6 +51,50 @@ TEST_F(DirectFdTableTest, TrackLookupUntrack) {
   table_->Untrack(5);  // twice is harmless
 }
 
+TEST_F(DirectFdTableTest, PendingEntriesAreReplacedOnlyWhileTheSlotStillHoldsThem) {
+  ASSERT_TRUE(table_->TrackPending(4, /*dev=*/7, /*ino=*/99));
+  EXPECT_TRUE(table_->IsTracked(4));
+  const FdTable::Entry* pending = nullptr;
+  {
+    FdTable::Ref ref = table_->Acquire(4);
+    ASSERT_TRUE(ref);
+    EXPECT_TRUE(ref.pending());
+    EXPECT_EQ(ref.entry()->dev, 7u);
+    EXPECT_EQ(ref.entry()->ino, 99u);
+    pending = ref.entry();
+  }
+  // The first write's lease lands while the pending entry is still there.
+  ASSERT_TRUE(table_->ReplaceIf(4, pending, FakeMapping(1)));
+  {
+    FdTable::Ref ref = table_->Acquire(4);
+    ASSERT_TRUE(ref);
+    EXPECT_FALSE(ref.pending());
+    EXPECT_EQ(ref->walfs_ino, 1u);
+  }
+  EXPECT_EQ(table_->live_entries(), 1);
+  // A second lease for the same (already replaced) pending entry is refused, and the
+  // caller keeps its mapping.
+  const LeaseMapping late = FakeMapping(2);
+  EXPECT_FALSE(table_->ReplaceIf(4, pending, late));
+  EXPECT_EQ(table_->Acquire(4)->walfs_ino, 1u);
+  EXPECT_EQ(table_->live_entries(), 1);
+  EXPECT_EQ(munmap(late.runs[0].pool_addr, 4096), 0);
+  // Closed before the lease came back: nothing is installed.
+  table_->Untrack(4);
+  ASSERT_TRUE(table_->TrackPending(4, 7, 99));
+  pending = table_->Acquire(4).entry();
+  table_->Untrack(4);
+  const LeaseMapping orphan = FakeMapping(3);
+  EXPECT_FALSE(table_->ReplaceIf(4, pending, orphan));
+  EXPECT_FALSE(table_->IsTracked(4));
+  EXPECT_EQ(table_->live_entries(), 0);
+  EXPECT_EQ(munmap(orphan.runs[0].pool_addr, 4096), 0);
+  // Pending entries own no mapping: dropping one unmaps nothing.
+  ASSERT_TRUE(table_->TrackPending(4, 7, 99));
+  table_->UntrackRange(0, 10);
+  EXPECT_EQ(table_->live_entries(), 0);
+}
+
 TEST_F(DirectFdTableTest, TrackReplacesAndReleasesOldEntry) {
   ASSERT_TRUE(table_->Track(3, FakeMapping(1)));
   ASSERT_TRUE(table_->Track(3, FakeMapping(2)));

@@ -227,8 +227,11 @@ class DirectLeaseTest : public ::testing::Test {
     ASSERT_EQ(pwrite(stamps_fd_, &value, sizeof(value), kStampOffset), 8);
   }
   int OpenFile(int flags = O_RDWR) { return open(file_path_.c_str(), flags | O_CLOEXEC); }
+  // The open and the first write, as the library does them.
   LeaseOutcome Lease(int fd, int flags = O_RDWR) {
-    return LeaseForOpen(fd, flags, kFake, *table_, pools_);
+    const LeaseOutcome noted = NoteOpen(fd, flags, kFake, *table_);
+    if (noted != LeaseOutcome::kPending) return noted;
+    return LeasePending(fd, kFake, *table_, pools_);
   }
   DirectResult Write(int fd, const std::string& bytes, off_t off, int flags = 0) {
     const struct iovec iov = {const_cast<char*>(bytes.data()), bytes.size()};
@@ -281,6 +284,85 @@ TEST_F(DirectLeaseTest, EmptyFilesAskNothing) {
   ASSERT_EQ(ftruncate(fd, static_cast<off_t>(9 * kBlock)), 0);
   EXPECT_EQ(Lease(fd), LeaseOutcome::kGranted);
   EXPECT_EQ(g_ioctl_calls, 1);
+  close(fd);
+}
+
+TEST_F(DirectLeaseTest, TheLeaseIsTakenAtTheFirstWriteNotAtOpen) {
+  const int fd = OpenFile();
+  ASSERT_EQ(NoteOpen(fd, O_RDWR, kFake, *table_), LeaseOutcome::kPending);
+  EXPECT_TRUE(table_->IsTracked(fd));
+  EXPECT_EQ(g_ioctl_calls, 0);
+  EXPECT_EQ(pools_.open_count(), 0);
+  // An fsync-only descriptor (durable_rename): the kernel answers, no lease is asked.
+  EXPECT_FALSE(SyncIsDone(*table_, fd));
+  EXPECT_EQ(g_ioctl_calls, 0);
+  EXPECT_TRUE(table_->IsTracked(fd));
+  // The first write says so; the caller leases and tries again.
+  EXPECT_EQ(Write(fd, "first", 0), DirectResult::kPending);
+  EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 5), std::string(5, '\0'));
+  errno = 1234;
+  ASSERT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kGranted);
+  EXPECT_EQ(errno, 1234);
+  EXPECT_EQ(g_ioctl_calls, 1);
+  ASSERT_EQ(Write(fd, "first", 0), DirectResult::kStored);
+  EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 5), "first");
+  EXPECT_TRUE(SyncIsDone(*table_, fd));
+  // Leased now: asking again is not the first write any more.
+  EXPECT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kReused);
+  EXPECT_EQ(g_ioctl_calls, 1);
+  EXPECT_TRUE(table_->IsTracked(fd));
+  table_->Untrack(fd);
+  EXPECT_EQ(pools_.open_count(), 0);
+  EXPECT_EQ(table_->live_entries(), 0);
+  // Untracked: nothing to lease.
+  EXPECT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kReused);
+  EXPECT_EQ(g_ioctl_calls, 1);
+  close(fd);
+}
+
+TEST_F(DirectLeaseTest, APendingDescriptorReusedForAnotherFileIsNeverAsked) {
+  const int fd = OpenFile();
+  ASSERT_EQ(NoteOpen(fd, O_RDWR, kFake, *table_), LeaseOutcome::kPending);
+  // Closed behind the table's back and the number reused for another regular file on
+  // the same (fake walfs) device: the ioctl would go to the wrong file.
+  const int other = MakeFile(dir_ + "/other", 9 * kBlock);
+  ASSERT_EQ(syscall(SYS_dup2, other, fd), fd);
+  EXPECT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kReused);
+  EXPECT_EQ(g_ioctl_calls, 0);
+  EXPECT_FALSE(table_->IsTracked(fd));
+  EXPECT_EQ(Write(fd, "z", 0), DirectResult::kUntracked);
+  // Reused for a pipe: fstat says so as well.
+  ASSERT_EQ(NoteOpen(fd, O_RDWR, kFake, *table_), LeaseOutcome::kPending);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  ASSERT_EQ(syscall(SYS_dup2, pipe_fds[1], fd), fd);
+  EXPECT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kReused);
+  EXPECT_EQ(g_ioctl_calls, 0);
+  EXPECT_FALSE(table_->IsTracked(fd));
+  EXPECT_EQ(table_->live_entries(), 0);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  close(other);
+  close(fd);
+  unlink((dir_ + "/other").c_str());
+}
+
+TEST_F(DirectLeaseTest, AFailedFirstWriteLeaseLeavesTheDescriptorUntracked) {
+  const int fd = OpenFile();
+  g_ioctl_error = EOPNOTSUPP;  // msync mode
+  ASSERT_EQ(NoteOpen(fd, O_RDWR, kFake, *table_), LeaseOutcome::kPending);
+  EXPECT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kIoctlFailed);
+  // Later writes cost one load and go to the kernel; the daemon is asked once.
+  EXPECT_FALSE(table_->IsTracked(fd));
+  EXPECT_EQ(Write(fd, "z", 0), DirectResult::kUntracked);
+  EXPECT_EQ(g_ioctl_calls, 1);
+  g_ioctl_error = 0;
+  strcpy(g_reply.pool_path, file_path_.c_str());  // the pool cannot be had
+  ASSERT_EQ(NoteOpen(fd, O_RDWR, kFake, *table_), LeaseOutcome::kPending);
+  EXPECT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kMapFailed);
+  EXPECT_FALSE(table_->IsTracked(fd));
+  EXPECT_EQ(table_->live_entries(), 0);
+  EXPECT_EQ(pools_.open_count(), 0);
   close(fd);
 }
 

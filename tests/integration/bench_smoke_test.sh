@@ -58,6 +58,9 @@ for c in 1 4 8; do expect_rows "pgbench TPC-B-like" "clients=$c" "${targets[@]}"
 expect_rows "1 KiB INSERT per transaction" "commits/s" "${targets[@]}"
 expect_rows "bulk load" "wal_init_zero=on: elapsed" "${targets[@]}"
 expect_rows "bulk load" "wal_init_zero=off: elapsed" "${targets[@]}"
+expect_rows "bulk load" "wal_init_zero=on: server CPU (PostgreSQL + walfs daemon)" "${targets[@]}"
+grep -q '^  paired with tmpfs, same repetition: .*walfs-pmem [0-9.e+-]*x (better in [01]/1)' \
+  "$out/results.txt" || fail "no paired comparison with tmpfs in results.txt"
 expect_rows "segment lifecycle" "recycle (durable_rename to a future name)" "${targets[@]}"
 expect_rows "walfs daemon memory" "RSS outside the pool mapping" \
   walfs-pmem walfs-msync-tmpfs walfs-msync-disk

@@ -5,6 +5,12 @@
 # or lower is better.
 #   awk -F'\t' -v fmt=text|md|tsv -v targets="t1 t2 ..." -f stats.awk -f report.awk raw.tsv
 # `targets` orders the rows; targets not in it follow in order of appearance.
+#
+# Text and markdown add, under a table with tmpfs in it, the paired comparison: per
+# target the median over repetitions of (its figure / tmpfs's figure in the same
+# repetition), and in how many repetitions it was the better one. Each repetition visits
+# every target close together in time, so on a machine whose speed drifts between
+# minutes the paired ratio is steadier than the ratio of two medians.
 
 function fmt_ratio(x) {
   if (x == "") return "-"
@@ -42,7 +48,34 @@ NF >= 7 {
   kt = key SUBSEP $5
   present[kt] = 1
   if ($7 == "NA" || $7 == "") { failed[kt]++ }
-  else { cnt[kt]++; vals[kt, cnt[kt]] = $7 + 0 }
+  else { cnt[kt]++; vals[kt, cnt[kt]] = $7 + 0; byrep[kt, $6] = $7 + 0; reps_of[kt] = reps_of[kt] " " $6 }
+}
+
+# The paired line for the table `key` (text or md), or nothing when tmpfs has no figures.
+function paired(key,    bt, ti, t, kt, n, i, r, nr, rs, ratios, wins, line, sep) {
+  bt = key SUBSEP "tmpfs"
+  if (key_better[key] == "info" || !(bt in present) || cnt[bt] + 0 == 0) return
+  line = ""; sep = ""
+  for (ti = 1; ti <= ntargets; ti++) {
+    t = target_name[ti]; kt = key SUBSEP t
+    if (t == "tmpfs" || !(kt in present)) continue
+    nr = split(reps_of[kt], rs, " ")
+    n = 0; wins = 0
+    delete ratios
+    for (i = 1; i <= nr; i++) {
+      r = rs[i]
+      if (!((bt, r) in byrep) || byrep[bt, r] == 0) continue
+      ratios[++n] = byrep[kt, r] / byrep[bt, r]
+      if (key_better[key] == "lower" ? byrep[kt, r] < byrep[bt, r] : byrep[kt, r] > byrep[bt, r]) wins++
+    }
+    if (n == 0) continue
+    sort_numeric(ratios, n)
+    line = line sep t " " fmt_ratio(median_sorted(ratios, n)) " (better in " wins "/" n ")"
+    sep = ", "
+  }
+  if (line == "") return
+  if (fmt == "md") printf "\nPaired with tmpfs, same repetition: %s\n", line
+  else printf "  paired with tmpfs, same repetition: %s\n", line
 }
 
 END {
@@ -119,5 +152,6 @@ END {
       }
       printf "\n"
     }
+    if (fmt == "text" || fmt == "md") paired(key)
   }
 }

@@ -271,7 +271,8 @@ profile_shares() {
 # Rows of ~1.8 KiB (stored inline, uncompressed: below the TOAST threshold), enough for
 # BULK_SEGMENTS new 16 MiB segments; a fresh cluster each time so every segment is new.
 wl_bulk() {
-  local target=$1 rep=$2 zero wal data t0 t1 ms segs
+  local target=$1 rep=$2 zero wal data t0 t1 ms segs cpu before after
+  local daemon=${WALFS_PIDS[$target]:-}
   local rows=$((BULK_SEGMENTS * 16 * 1024 * 1024 / 1800 + 1000))
   local wl="bulk load: INSERT ... SELECT generate_series, $rows rows x 1.8 KiB, fresh cluster"
   for zero in ${BULK_ZERO_MODES:-on off}; do
@@ -280,6 +281,7 @@ wl_bulk() {
     mkdir -p "$SHM_ROOT/pgdata"
     ms=NA
     segs=NA
+    cpu=NA
     if pg_init "$data" "$wal" &&
       PG_MAX_WAL_SIZE=4GB PG_PRELOAD=${TARGET_PRELOAD[$target]:-} \
         pg_start "$data" -c "wal_init_zero=$zero" &&
@@ -295,8 +297,16 @@ wl_bulk() {
         perf_pid=$!
         sleep 1
       fi
+      # The CPU the load cost (the cluster's processes, its backend once reaped, and the
+      # daemon): beside the elapsed time, which on a shared machine also measures what
+      # the host gave the guest.
+      before=$(cpu_ticks "$data" $daemon) || before=
       ms=$(psql_q -c '\timing on' -c "INSERT INTO bulk SELECT g, repeat('x', 1800) FROM generate_series(1, $rows) g" |
         awk '/^Time:/ {print $2}') || ms=NA
+      sleep 0.5  # the load's backend exits and is reaped
+      after=$(cpu_ticks "$data" $daemon) || after=
+      cpu=$(awk -v b="$before" -v a="$after" -v hz="$(getconf CLK_TCK)" \
+        'BEGIN { if (b == "" || a == "") print "NA"; else printf "%.2f", (a - b) / hz }')
       if [ -n "$perf_pid" ]; then
         kill -INT "$perf_pid" && wait "$perf_pid" || log "perf record failed on $target"
         chmod 0644 "$perf_data" 2>/dev/null || true
@@ -317,6 +327,8 @@ wl_bulk() {
     rm -rf "$data" "$wal"
     record "$wl" "wal_init_zero=$zero: elapsed" s lower "$target" "$rep" \
       "$(awk -v ms="${ms:-NA}" 'BEGIN { if (ms == "NA") print "NA"; else printf "%.3f", ms / 1000 }')"
+    record "$wl" "wal_init_zero=$zero: server CPU (PostgreSQL + walfs daemon)" s lower \
+      "$target" "$rep" "$cpu"
     record "$wl" "wal_init_zero=$zero: WAL segments written" segments info "$target" "$rep" "$segs"
   done
 }

@@ -58,12 +58,7 @@ bool FdTable::Install(int fd, const Entry* expected, Fill fill) {
   return true;
 }
 
-bool FdTable::Track(int fd, const LeaseMapping& mapping) {
-  return Install(fd, kAny, [&](Entry& e) {
-    e.pending = false;
-    e.mapping = mapping;
-  });
-}
+bool FdTable::Track(int fd, const LeaseMapping& mapping) { return ReplaceIf(fd, kAny, mapping); }
 
 bool FdTable::TrackPending(int fd, dev_t dev, ino_t ino) {
   return Install(fd, kAny, [&](Entry& e) {

@@ -8,10 +8,10 @@
 // now cost no lease ioctl, no mapping and no lease release (which would also have set
 // mtime on a file nobody wrote).
 //
-// The seam: NoteOpen and LeasePending take the three things that touch the outside world (fstat, the
-// mount check and the ioctl) as LeaseSources, so tests drive every decision without a
-// mount; production passes ProductionLeaseSources(). Every failure means "not tracked":
-// the descriptor keeps working through FUSE.
+// The seam: NoteOpen and LeasePending take the three things that touch the outside
+// world (fstat, the mount check and the ioctl) as LeaseSources, so tests drive every
+// decision without a mount; production passes ProductionLeaseSources(). Every failure
+// means "not tracked": the descriptor keeps working through FUSE.
 #ifndef WALFS_FS_DIRECT_LEASE_H_
 #define WALFS_FS_DIRECT_LEASE_H_
 

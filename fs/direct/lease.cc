@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "fs/direct/mounts.h"
@@ -16,8 +18,6 @@ namespace {
 bool IsAbsolutePath(const char* path) {
   return memchr(path, '\0', lease::kPathBytes) != nullptr && path[0] == '/';
 }
-
-int FstatCall(int fd, struct stat* st) { return fstat(fd, st); }
 
 MountCache& ProcessMounts() {
   static constinit MountCache cache;
@@ -31,6 +31,24 @@ int IoctlLease(int fd, lease::Reply* reply) {
 }
 
 }  // namespace
+
+int CachedStat(int fd, struct stat* st) {
+  constexpr unsigned kWanted = STATX_TYPE | STATX_INO | STATX_SIZE;
+  struct statx sx;
+  if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, kWanted, &sx) != 0) {
+    // ENOSYS or EPERM: a kernel or seccomp filter without statx. EBADF and the rest are
+    // fstat's answer too.
+    if (errno != ENOSYS && errno != EPERM) return -1;
+    return fstat(fd, st);
+  }
+  if ((sx.stx_mask & kWanted) != kWanted) return fstat(fd, st);
+  memset(st, 0, sizeof(*st));
+  st->st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+  st->st_ino = static_cast<ino_t>(sx.stx_ino);
+  st->st_mode = sx.stx_mode;
+  st->st_size = static_cast<off_t>(sx.stx_size);
+  return 0;
+}
 
 const char* ValidateReply(const lease::Reply& r) {
   if (r.magic != lease::kMagic) return "bad magic";
@@ -83,7 +101,7 @@ bool WantsLease(int flags) {
 
 const LeaseSources& ProductionLeaseSources() {
   static constexpr LeaseSources kSources = {
-      .fstat = FstatCall,
+      .stat_fd = CachedStat,
       .is_walfs = IsWalfsMount,
       .ioctl_lease = IoctlLease,
   };
@@ -95,7 +113,7 @@ LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& t
   const int saved_errno = errno;
   struct stat st;
   LeaseOutcome outcome;
-  if (sources.fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !sources.is_walfs(st.st_dev)) {
+  if (sources.stat_fd(fd, &st) != 0 || !S_ISREG(st.st_mode) || !sources.is_walfs(st.st_dev)) {
     outcome = LeaseOutcome::kNotWalfs;
   } else if (st.st_size == 0) {
     // Nothing is allocated, so the daemon would refuse (ENODATA): PostgreSQL's new
@@ -123,7 +141,7 @@ LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
   // 12.9 KB: on the stack rather than the heap, as a write may run anywhere.
   lease::Reply reply;
   memset(&reply, 0, sizeof(reply));
-  if (sources.fstat(fd, &st) != 0 || st.st_dev != entry->dev || st.st_ino != entry->ino) {
+  if (sources.stat_fd(fd, &st) != 0 || st.st_dev != entry->dev || st.st_ino != entry->ino) {
     // Not the file opened: the ioctl must not go to whatever fd is now.
     outcome = LeaseOutcome::kReused;
     DebugLog("fd %d: no lease: no longer the file opened", fd);

@@ -60,6 +60,12 @@ static int put(int fd, long off, long len, char c) {
 int main(int argc, char **argv) {
   if (argc < 3) return 2;
   const char *cmd = argv[1], *path = argv[2];
+  if (!strcmp(cmd, "reopen") && argc == 3) {  /* reopen FILE: durable_rename's fsync */
+    int fd = open(path, O_RDWR);
+    if (fd < 0) return err("open");
+    if (fsync(fd) != 0) return err("fsync");
+    return close(fd) == 0 ? 0 : err("close");
+  }
   if (!strcmp(cmd, "write") && argc == 7) {  /* write FILE OFF LEN CHAR COUNT */
     int fd = open(path, O_RDWR);
     if (fd < 0) return err("open");
@@ -233,6 +239,30 @@ direct write "$M/$SEG" $((16 << 20)) 8192 x 1 || fail "write past the lease"
 (($(walfs_status_field "$M" writes) == writes0 + 13)) || fail "a write past the lease not through FUSE"
 [ "$(stat -c %s "$M/$SEG")" = $(((16 << 20) + 8192)) ] || fail "size after a write past the lease"
 truncate -s $((16 << 20)) "$M/$SEG"
+
+log "reopening a file just written through FUSE sends the daemon nothing more"
+# PostgreSQL reopens every new segment to fsync it right after the zero-fill, whose
+# WRITEs invalidated the kernel's cached attributes: the library's stat at open must not
+# cost a GETATTR. The daemon's "other" requests (GETATTR among them) must grow as much
+# with the library as without it.
+other_requests() {
+  python3 -c 'import json, os, sys
+print(json.loads(os.getxattr(sys.argv[1], "user.walfs.status"))["latency"]["other"]["count"])' "$M"
+}
+reopen_rounds() {
+  local i before
+  before=$(other_requests)
+  for ((i = 0; i < 5; i++)); do
+    "$CLIENT" write "$M/$SEG" 0 8192 z 1 || fail "write before reopen"
+    "$@" reopen "$M/$SEG" || fail "reopen"
+  done
+  echo $(($(other_requests) - before))
+}
+plain_other=$(reopen_rounds "$CLIENT")
+direct_other=$(reopen_rounds direct)
+[ "$direct_other" = "$plain_other" ] ||
+  fail "5 reopens after a write cost $direct_other other requests with the library, $plain_other without"
+(($(walfs_status_field "$M" leases_active) == 0)) || fail "a reopen to fsync took a lease"
 
 log "truncate, unlink and rename-over while a client writes"
 session_start S1 session "$M/$SEG"

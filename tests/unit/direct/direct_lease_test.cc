@@ -140,6 +140,40 @@ TEST(DirectLeaseValidateTest, WantsLeaseOnlyForPlainWriteAccess) {
   EXPECT_FALSE(WantsLease(O_ACCMODE));
 }
 
+// CachedStat is what every decision below is made from: it must agree with fstat on the
+// fields NoteOpen and LeasePending read, for a file, after a write, and for a pipe.
+TEST(DirectLeaseValidateTest, CachedStatAgreesWithFstat) {
+  char path[] = "/tmp/walfs-cachedstat.XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  unlink(path);
+  auto expect_same = [](int f) {
+    struct stat want, got;
+    ASSERT_EQ(fstat(f, &want), 0);
+    memset(&got, 0x5a, sizeof(got));
+    ASSERT_EQ(CachedStat(f, &got), 0);
+    EXPECT_EQ(got.st_dev, want.st_dev);
+    EXPECT_EQ(got.st_ino, want.st_ino);
+    EXPECT_EQ(got.st_mode, want.st_mode);
+    EXPECT_EQ(got.st_size, want.st_size);
+  };
+  expect_same(fd);
+  ASSERT_EQ(pwrite(fd, "walfs", 5, 8190), 5);
+  expect_same(fd);
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  expect_same(p[0]);
+  struct stat st;
+  ASSERT_EQ(CachedStat(p[0], &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  close(p[0]);
+  close(p[1]);
+  close(fd);
+  errno = 0;
+  EXPECT_EQ(CachedStat(fd, &st), -1);
+  EXPECT_EQ(errno, EBADF);
+}
+
 // ---- The open-time decision and a lease end to end ------------------------------------
 
 // What the fake sources answer; plain globals because LeaseSources are function pointers.
@@ -155,8 +189,7 @@ int FakeIoctl(int, lease::Reply* reply) {
   *reply = g_reply;
   return 0;
 }
-int RealFstat(int fd, struct stat* st) { return fstat(fd, st); }
-constexpr LeaseSources kFake = {.fstat = RealFstat, .is_walfs = FakeIsWalfs,
+constexpr LeaseSources kFake = {.stat_fd = CachedStat, .is_walfs = FakeIsWalfs,
                                 .ioctl_lease = FakeIoctl};
 
 std::string ReadAt(int fd, uint64_t off, size_t len) {

@@ -53,8 +53,9 @@ bool FdTable::Install(int fd, const Entry* expected, Fill fill) {
     if (high_water_.load(std::memory_order_relaxed) <= fd) {
       high_water_.store(fd + 1, std::memory_order_relaxed);
     }
+    old = DropSlotReferenceLocked(old);
   }
-  if (old != nullptr) Unref(old);
+  if (old != nullptr) Retire(old);
   return true;
 }
 
@@ -94,32 +95,51 @@ FdTable::Ref FdTable::AcquireSlow(int fd, Entry* entry) {
 
 void FdTable::Unref(Entry* entry) {
   if (entry->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  Retire(entry);
+}
+
+void FdTable::Retire(Entry* entry) {
   if (!entry->pending) UnmapLease(entry->mapping);
   SignalSafeLock::Guard guard(lock_);
+  FreeLocked(entry);
+}
+
+void FdTable::FreeLocked(Entry* entry) {
   entry->next_free = free_list_;
   free_list_ = entry;
   --live_entries_;
 }
 
+FdTable::Entry* FdTable::DropSlotReferenceLocked(Entry* entry) {
+  if (entry == nullptr || entry->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+    return nullptr;
+  }
+  if (!entry->pending) return entry;
+  FreeLocked(entry);
+  return nullptr;
+}
+
 void FdTable::Untrack(int fd) {
   if (static_cast<unsigned>(fd) >= kFdBound) return;
-  Entry* old = nullptr;
+  Entry* retire = nullptr;
   {
     SignalSafeLock::Guard guard(lock_);
-    old = slots_[fd].exchange(nullptr, std::memory_order_acq_rel);
+    retire = DropSlotReferenceLocked(slots_[fd].exchange(nullptr, std::memory_order_acq_rel));
   }
-  if (old != nullptr) Unref(old);
+  if (retire != nullptr) Retire(retire);
 }
 
 void FdTable::UntrackIf(int fd, const Entry* entry) {
   if (static_cast<unsigned>(fd) >= kFdBound) return;
   Entry* expected = const_cast<Entry*>(entry);
-  bool cleared = false;
+  Entry* retire = nullptr;
   {
     SignalSafeLock::Guard guard(lock_);
-    cleared = slots_[fd].compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+    if (slots_[fd].compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel)) {
+      retire = DropSlotReferenceLocked(expected);
+    }
   }
-  if (cleared) Unref(expected);
+  if (retire != nullptr) Retire(retire);
 }
 
 void FdTable::UntrackRange(unsigned first, unsigned last) {

@@ -123,8 +123,19 @@ class FdTable {
 
  private:
   Ref AcquireSlow(int fd, Entry* entry);
+  // Drops one reference; the last one retires the entry.
   void Unref(Entry* entry);
-  Entry* Allocate();  // lock_ held
+  // Unmaps a leased entry's mapping, then returns the entry to the free list. lock_ not
+  // held: unmapping takes PoolFiles' lock, which is never taken inside lock_.
+  void Retire(Entry* entry);
+  // lock_ held. The slot's reference to `entry` (may be null), dropped while the slot
+  // change is still under the lock: a pending entry (nothing mapped, the common case of a
+  // descriptor opened only to fsync) goes straight back to the free list, so a close
+  // blocks signals once rather than twice. Returns the entry when it was the last
+  // reference and still needs Retire (it holds a mapping), else null.
+  Entry* DropSlotReferenceLocked(Entry* entry);
+  void FreeLocked(Entry* entry);  // lock_ held
+  Entry* Allocate();              // lock_ held
   // Installs a fresh entry from `fill` in fd's slot: unconditionally when `expected` is
   // kAny, else only while the slot holds `expected`. Returns whether it was installed.
   template <typename Fill>

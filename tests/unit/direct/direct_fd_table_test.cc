@@ -170,6 +170,33 @@ TEST_F(DirectFdTableTest, ReferenceKeepsMappingAliveAcrossUntrack) {
   EXPECT_EQ(table_->live_entries(), 0);
 }
 
+// A pending entry has nothing mapped, so Untrack returns it to the free list in the same
+// locked section that clears its slot; a reader's reference still defers that to Reset.
+TEST_F(DirectFdTableTest, PendingEntryRetiresAtUntrackOrAtItsLastReference) {
+  ASSERT_TRUE(table_->TrackPending(3, /*dev=*/1, /*ino=*/2));
+  EXPECT_EQ(table_->live_entries(), 1);
+  table_->Untrack(3);
+  EXPECT_EQ(table_->live_entries(), 0);
+
+  ASSERT_TRUE(table_->TrackPending(3, 1, 2));
+  FdTable::Ref ref = table_->Acquire(3);
+  ASSERT_TRUE(ref);
+  ASSERT_TRUE(ref.pending());
+  table_->UntrackIf(3, ref.entry());
+  EXPECT_FALSE(table_->IsTracked(3));
+  EXPECT_EQ(table_->live_entries(), 1);
+  EXPECT_EQ(ref.entry()->ino, 2u);
+  ref.Reset();
+  EXPECT_EQ(table_->live_entries(), 0);
+
+  // Replacing a pending entry by a lease (Install's exchange) retires the pending one.
+  ASSERT_TRUE(table_->TrackPending(3, 1, 2));
+  ASSERT_TRUE(table_->Track(3, FakeMapping(3)));
+  EXPECT_EQ(table_->live_entries(), 1);
+  table_->Untrack(3);
+  EXPECT_EQ(table_->live_entries(), 0);
+}
+
 // Readers store through the mapping of whatever entry they get while a writer thread
 // keeps replacing and untracking entries: a reader must only ever see an entry of its
 // own fd, and never a mapping already unmapped (that would fault).
@@ -186,6 +213,10 @@ TEST_F(DirectFdTableTest, ConcurrentLookupsWhileUntracking) {
         for (int fd = 10; fd < 10 + kFds; ++fd) {
           FdTable::Ref ref = table_->Acquire(fd);
           if (!ref) continue;
+          if (ref.pending()) {
+            if (ref.entry()->ino != static_cast<ino_t>(fd)) wrong.fetch_add(1);
+            continue;
+          }
           if (ref->walfs_ino != static_cast<uint64_t>(fd)) wrong.fetch_add(1);
           memset(ref->runs[0].pool_addr, t, 512);
           ++local;
@@ -196,6 +227,11 @@ TEST_F(DirectFdTableTest, ConcurrentLookupsWhileUntracking) {
   }
   for (int round = 0; round < 20000; ++round) {
     const int fd = 10 + round % kFds;
+    // Every fifth install is pending (no mapping), so pending and leased entries share
+    // the free list, as descriptors opened only to fsync and leased ones do.
+    if (round % 5 == 0) {
+      ASSERT_TRUE(table_->TrackPending(fd, 1, static_cast<ino_t>(fd)));
+    }
     ASSERT_TRUE(table_->Track(fd, FakeMapping(fd)));
     if (round % 3 == 0) table_->Untrack(fd);
     if (round % 7 == 0) table_->UntrackRange(10, 10 + kFds);

@@ -23,8 +23,8 @@
 //     --ops times (default 43, a bulk load's segments) after each of: nothing; mapping,
 //     touching and munmap of 16 MiB of DIR/latbench.map; the same with
 //     madvise(MADV_DONTNEED) in place of munmap; and the mapping kept. Prints the median
-//     pass of each. On bare metal the four are alike; a guest whose hypervisor shadows
-//     page tables may rebuild them all after the munmap.
+//     pass of each. Where an unmap costs only a ranged TLB flush the four should be
+//     alike; a guest whose hypervisor shadows page tables may rebuild them all after it.
 //
 // Output: "key value" lines, latencies in microseconds. Every file it makes is removed
 // before it exits, also when a step fails (exit status 1, with a message).
@@ -246,11 +246,15 @@ int Free(const std::string& dir, int mib) {
 }
 
 // One store per 4 KiB page of `mem`: the page-table and TLB reach of a pass over it.
+constexpr size_t kTouchStep = 4096;
 double TouchPass(char* mem, size_t bytes) {
   const auto t0 = Clock::now();
-  for (size_t i = 0; i < bytes; i += 4096) mem[i] = static_cast<char>(mem[i] + 1);
+  for (size_t i = 0; i < bytes; i += kTouchStep) mem[i] = static_cast<char>(mem[i] + 1);
   return Micros(Clock::now() - t0);
 }
+
+// What happens to the 16 MiB file mapping before each pass (its index names it in kModes).
+enum class AfterMap { kNothing, kMunmap, kDontNeed, kKept };
 
 int Unmap(const std::string& dir, int rounds, int mib) {
   const std::string path = dir + "/latbench.map";
@@ -266,20 +270,27 @@ int Unmap(const std::string& dir, int rounds, int mib) {
   std::memset(mem, 1, bytes);
   std::vector<void*> kept;
   static constexpr const char* kModes[] = {"none", "munmap", "dontneed", "kept"};
-  for (int mode = 0; mode < 4; ++mode) {
+  for (int m = 0; m < 4; ++m) {
+    const auto after = static_cast<AfterMap>(m);
     std::vector<double> passes;
     for (int r = 0; r < rounds; ++r) {
-      if (mode != 0) {
+      if (after != AfterMap::kNothing) {
         void* seg = mmap(nullptr, kSeg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (seg == MAP_FAILED) Die("mmap " + path);
-        for (size_t i = 0; i < kSeg; i += 4096) static_cast<char*>(seg)[i] = 1;
-        if (mode == 1 && munmap(seg, kSeg) != 0) Die("munmap");
-        if (mode == 2 && madvise(seg, kSeg, MADV_DONTNEED) != 0) Die("madvise");
-        if (mode >= 2) kept.push_back(seg);
+        TouchPass(static_cast<char*>(seg), kSeg);
+        if (after == AfterMap::kMunmap) {
+          if (munmap(seg, kSeg) != 0) Die("munmap");
+        } else {
+          // kDontNeed zaps the pages but keeps the mapping: both are unmapped at the end.
+          if (after == AfterMap::kDontNeed && madvise(seg, kSeg, MADV_DONTNEED) != 0) {
+            Die("madvise");
+          }
+          kept.push_back(seg);
+        }
       }
       passes.push_back(TouchPass(mem, bytes));
     }
-    Print(std::string("pass_after_") + kModes[mode] + "_us", Quantile(passes, 0.5));
+    Print(std::string("pass_after_") + kModes[m] + "_us", Quantile(passes, 0.5));
   }
   for (void* seg : kept) munmap(seg, kSeg);
   munmap(mem, bytes);

@@ -10,8 +10,9 @@
 #                          results.txt (what is printed), results.md, summary.tsv,
 #                          raw.tsv (every figure), machine.txt, logs/
 #     --targets LIST       comma-separated (default: all) of
-#                          walfs-pmem,walfs-direct,walfs-msync-tmpfs,walfs-msync-disk,tmpfs,ext4,
-#                          passthrough_ll
+#                          walfs-pmem,walfs-direct,walfs-direct-b,walfs-msync-tmpfs,
+#                          walfs-msync-disk,tmpfs,ext4,passthrough_ll (walfs-direct-b
+#                          preloads DIRECT_LIB_B: a second library build to compare)
 #     --workloads LIST     comma-separated (default: all) of
 #                          fsync,pgbench,inserts,bulk,segments,core,floor (the default),
 #                          and profile (TPC-B under `perf record`, needs linux-perf)

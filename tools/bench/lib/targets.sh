@@ -10,6 +10,9 @@
 #   walfs-pmem         walfs daemon, pool on tmpfs, PMEM_IS_PMEM_FORCE=1 (true-PMEM path)
 #   walfs-direct       as walfs-pmem, and the programs writing WAL (the server,
 #                      pg_test_fsync, walfs_segbench) preload libwalfs-direct.so
+#   walfs-direct-b     as walfs-direct with DIRECT_LIB_B preloaded instead (its own
+#                      daemon and pool): two builds of the library side by side in one
+#                      run; skipped unless DIRECT_LIB_B names a file
 #   walfs-msync-tmpfs  walfs daemon, pool on tmpfs (msync path)
 #   walfs-msync-disk   walfs daemon, pool file on the local disk (msync path)
 #   tmpfs              a plain tmpfs directory: the ceiling, no durability
@@ -19,8 +22,9 @@
 # Needs: SHM_ROOT (a dir on tmpfs), DISK_ROOT (a dir on the local disk), POOL_SIZE;
 # POOL_ROOT, where the tmpfs-backed pools go, defaults to SHM_ROOT.
 
-ALL_TARGETS=(walfs-pmem walfs-direct walfs-msync-tmpfs walfs-msync-disk tmpfs ext4 passthrough_ll)
+ALL_TARGETS=(walfs-pmem walfs-direct walfs-direct-b walfs-msync-tmpfs walfs-msync-disk tmpfs ext4 passthrough_ll)
 DIRECT_LIB=${DIRECT_LIB:-$WALFS_BUILD_DIR/fs/direct/libwalfs-direct.so}
+DIRECT_LIB_B=${DIRECT_LIB_B:-}
 PASSTHROUGH_SRC=${PASSTHROUGH_SRC:-/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c}
 
 declare -A TARGET_BASE=()   # target -> directory to make WAL dirs in
@@ -123,15 +127,21 @@ target_up() {
   local name=$1 d
   case $name in
     walfs-pmem) _walfs_up "$name" "${POOL_ROOT:-$SHM_ROOT}/walfs-pmem.pool" 1 ;;
-    walfs-direct)
-      if [ ! -f "$DIRECT_LIB" ]; then
-        TARGET_SKIP[$name]="direct-access library not built ($DIRECT_LIB)"
+    walfs-direct | walfs-direct-b)
+      local lib=$DIRECT_LIB
+      [ "$name" = walfs-direct ] || lib=$DIRECT_LIB_B
+      if [ -z "$lib" ]; then
+        TARGET_SKIP[$name]="DIRECT_LIB_B is not set (the library build to compare)"
         return 0
       fi
-      _walfs_up "$name" "${POOL_ROOT:-$SHM_ROOT}/walfs-direct.pool" 1
+      if [ ! -f "$lib" ]; then
+        TARGET_SKIP[$name]="direct-access library not built ($lib)"
+        return 0
+      fi
+      _walfs_up "$name" "${POOL_ROOT:-$SHM_ROOT}/$name.pool" 1
       if [ -n "${TARGET_BASE[$name]:-}" ]; then
-        TARGET_PRELOAD[$name]=$DIRECT_LIB
-        TARGET_NOTE[$name]+=", WAL writers preload $DIRECT_LIB"
+        TARGET_PRELOAD[$name]=$lib
+        TARGET_NOTE[$name]+=", WAL writers preload $lib"
       fi
       ;;
     walfs-msync-tmpfs) _walfs_up "$name" "${POOL_ROOT:-$SHM_ROOT}/walfs-msync.pool" 0 ;;

@@ -55,6 +55,10 @@ expect_rows() {
 expect_rows "pg_test_fsync" "8 KiB write + fdatasync" "${targets[@]}"
 expect_rows "pg_test_fsync" "8 KiB write + open_datasync" "${targets[@]}"
 for c in 1 4 8; do expect_rows "pgbench TPC-B-like" "clients=$c" "${targets[@]}"; done
+# What the whole machine did during each run (perf's migration count is optional).
+expect_rows "pgbench TPC-B-like" "clients=4: machine idle, % of both CPUs" "${targets[@]}"
+expect_rows "pgbench TPC-B-like" "clients=4: machine context switches per transaction" "${targets[@]}"
+expect_rows "1 KiB INSERT per transaction" "machine steal, % of both CPUs" "${targets[@]}"
 expect_rows "1 KiB INSERT per transaction" "commits/s" "${targets[@]}"
 expect_rows "bulk load" "wal_init_zero=on: elapsed" "${targets[@]}"
 expect_rows "bulk load" "wal_init_zero=off: elapsed" "${targets[@]}"

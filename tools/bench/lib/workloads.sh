@@ -116,20 +116,67 @@ sample_rss() {
     "$(awk -v k="$2" 'BEGIN { if (k == "NA") print "NA"; else printf "%.1f", k / 1024 }')"
 }
 
+# machine_counts: whole-machine counters from /proc/stat: "BUSY IDLE STEAL CTXT" (clock
+# ticks over all CPUs, and context switches since boot). Busy is user + nice + system +
+# irq + softirq; idle includes iowait.
+machine_counts() {
+  awk '$1 == "cpu" {busy = $2 + $3 + $4 + $7 + $8; idle = $5 + $6; steal = $9}
+    $1 == "ctxt" {ctxt = $2}
+    END {print busy, idle, steal, ctxt}' /proc/stat
+}
+
 # measured_pgbench TARGET DATA ARGS...: pgbench_run with the server side's CPU time
-# around it; prints "TPS CPU_US_PER_TRANSACTION" (NA for what could not be measured).
+# around it, and what the whole machine's scheduler did meanwhile; prints "TPS
+# CPU_US_PER_TRANSACTION IDLE_PCT STEAL_PCT CTXT_PER_TRANSACTION MIGRATIONS_PER_TRANSACTION"
+# (NA for what could not be measured). The machine figures say whether a slow round was
+# slow because the CPUs sat idle (wake-up latency), were taken by the host (steal) or
+# moved the processes around (migrations, counted by `perf stat -a` where perf exists).
 measured_pgbench() {
-  local target=$1 data=$2 before after out
+  local target=$1 data=$2 before after out m0 m1 perf_out="" perf_pid=""
   shift 2
   local daemon=${WALFS_PIDS[$target]:-}
   before=$(cpu_ticks "$data" $daemon) || before=
-  out=$(pgbench_run "$@") || { echo "NA NA"; return 0; }
+  if command -v perf >/dev/null 2>&1; then
+    perf_out=$(mktemp)
+    perf stat -a -x, -e cpu-migrations -o "$perf_out" -- sleep 100000 >/dev/null 2>&1 &
+    perf_pid=$!
+  fi
+  m0=$(machine_counts)
+  out=$(pgbench_run "$@") || out=
+  m1=$(machine_counts)
+  if [ -n "$perf_pid" ]; then
+    # perf stat prints its counts when the command it runs ends.
+    pkill -P "$perf_pid" sleep 2>/dev/null || true
+    wait "$perf_pid" 2>/dev/null || true
+  fi
+  local migrations
+  migrations=$(awk -F, '$3 == "cpu-migrations" {print $1}' "${perf_out:-/dev/null}" 2>/dev/null)
+  [ -n "$perf_out" ] && rm -f "$perf_out"
+  [ -n "$out" ] || { echo "NA NA NA NA NA NA"; return 0; }
   sleep 1  # the backends exit and are reaped (their CPU moves to the server's cutime)
   after=$(cpu_ticks "$data" $daemon) || after=
   set -- $out
-  awk -v tps="$1" -v n="$2" -v b="$before" -v a="$after" -v hz="$(getconf CLK_TCK)" 'BEGIN {
-    if (b == "" || a == "" || n <= 0) { print tps, "NA"; exit }
-    printf "%s %.1f\n", tps, (a - b) / hz * 1e6 / n }'
+  awk -v tps="$1" -v n="$2" -v b="$before" -v a="$after" -v hz="$(getconf CLK_TCK)" \
+    -v m0="$m0" -v m1="$m1" -v mig="${migrations:-NA}" 'BEGIN {
+    cpu = "NA"
+    if (b != "" && a != "" && n > 0) cpu = sprintf("%.1f", (a - b) / hz * 1e6 / n)
+    split(m0, x, " "); split(m1, y, " ")
+    total = (y[1] - x[1]) + (y[2] - x[2]) + (y[3] - x[3])
+    idle = total > 0 ? sprintf("%.1f", 100 * (y[2] - x[2]) / total) : "NA"
+    steal = total > 0 ? sprintf("%.2f", 100 * (y[3] - x[3]) / total) : "NA"
+    ctxt = n > 0 ? sprintf("%.2f", (y[4] - x[4]) / n) : "NA"
+    migr = (n > 0 && mig ~ /^[0-9]+$/) ? sprintf("%.3f", mig / n) : "NA"
+    print tps, cpu, idle, steal, ctxt, migr }'
+}
+
+# record_machine WORKLOAD PREFIX TARGET REP IDLE STEAL CTXT MIGRATIONS: the machine-wide
+# figures of one measured_pgbench run.
+record_machine() {
+  local wl=$1 prefix=${2:+$2: } target=$3 rep=$4
+  record "$wl" "${prefix}machine idle, % of both CPUs" pct lower "$target" "$rep" "$5"
+  record "$wl" "${prefix}machine steal, % of both CPUs" pct lower "$target" "$rep" "$6"
+  record "$wl" "${prefix}machine context switches per transaction" n lower "$target" "$rep" "$7"
+  record "$wl" "${prefix}machine CPU migrations per transaction" n lower "$target" "$rep" "$8"
 }
 
 # wl_pgbench TARGET REP DO_TPCB DO_INSERTS
@@ -142,7 +189,7 @@ wl_pgbench() {
   if [ -z "$data" ] || ! PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data"; then ok=0; fi
   if [ "$do_tpcb" = 1 ]; then
     for c in $PGBENCH_CLIENTS; do
-      r="NA NA"
+      r="NA NA NA NA NA NA"
       j=$((c < 2 ? c : 2))
       if [ $ok = 1 ]; then
         r=$(measured_pgbench "$target" "$data" -c "$c" -j "$j" -T "$PGBENCH_SECS")
@@ -150,11 +197,12 @@ wl_pgbench() {
       set -- $r
       record "$wl_tpcb" "clients=$c" tps higher "$target" "$rep" "$1"
       record "$wl_tpcb" "clients=$c: $cpu_note" us lower "$target" "$rep" "$2"
+      record_machine "$wl_tpcb" "clients=$c" "$target" "$rep" "${@:3}"
     done
     sample_rss "$target" "$rep"
   fi
   if [ "$do_inserts" = 1 ]; then
-    r="NA NA"
+    r="NA NA NA NA NA NA"
     if [ $ok = 1 ] && psql_q -c "TRUNCATE ins" && psql_q -c "CHECKPOINT"; then
       r=$(measured_pgbench "$target" "$data" -n -f "$SHM_ROOT/insert.sql" \
         -c "$INSERT_CLIENTS" -j 2 -T "$PGBENCH_SECS")
@@ -162,6 +210,7 @@ wl_pgbench() {
     set -- $r
     record "$wl_ins" "commits/s" tps higher "$target" "$rep" "$1"
     record "$wl_ins" "$cpu_note" us lower "$target" "$rep" "$2"
+    record_machine "$wl_ins" "" "$target" "$rep" "${@:3}"
     sample_rss "$target" "$rep"
   fi
   [ $ok = 1 ] && pg_stop "$data"

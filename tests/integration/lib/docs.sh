@@ -44,7 +44,8 @@ doc_block_readme() {
 #   LINE<TAB>illustrative<TAB>-     marked `<!-- doc-illustrative: ... -->`
 #   LINE<TAB>bad<TAB>WHAT           neither, or a marker without its block, or a fence
 # A code block is a run of lines indented by four or more spaces beyond the text they
-# belong to (the page's margin, or a list item's text), after a blank line. Its marker
+# belong to (the page's margin, or a list item's text), after a blank line, up to the
+# next blank line (where doc_block_readme stops: a block is never split). Its marker
 # is the last non-blank line before it, indented four spaces less (as doc_block_readme
 # reads it).
 doc_code_blocks() {
@@ -55,7 +56,8 @@ doc_code_blocks() {
     BEGIN { blank = 1; base = 0; code = 0; fence = 0; pending = 0 }
     fence { if ($0 ~ /^ *(```|~~~)/) fence = 0; next }
     /^ *(```|~~~)/ { printf "%d\tbad\tfenced block (write an indented block with a marker)\n", NR; fence = 1; next }
-    /^[ \t]*$/ { blank = 1; next }
+    # A blank line ends a code block, as doc_block_readme reads it.
+    /^[ \t]*$/ { blank = 1; code = 0; next }
     {
       ind = indent_of($0)
       if (code && ind >= code_indent) { blank = 0; next }

@@ -53,7 +53,7 @@ static_assert(std::endian::native == std::endian::little,
 
 inline constexpr uint64_t kBlockSize = 4096;
 // Version 2 added the state block (PoolState) and the lazy initialisation it records.
-// A version 1 pool is refused with a message saying how to move its files (README).
+// A version 1 pool is refused with a message saying how to move its files.
 inline constexpr uint32_t kVersion = 2;
 // "WALFSPL1" read as a little-endian u64.
 inline constexpr uint64_t kSuperblockMagic = 0x314c5053464c4157ULL;

@@ -164,11 +164,10 @@ uint64_t ZeroUnlessZero(PersistentRegion& region, uint64_t off, uint64_t len);
 // posix_fallocate reserves a tmpfs file's pages but the kernel clears each one only when
 // it is first touched, so without this the first WAL store into every page of a new pool
 // pays the clearing, inside PostgreSQL's XLogWrite (and, on a virtual machine, the
-// host's fault-in of that memory): measured at 30 ms per 16 MiB segment on the 2-core
-// guest (README, "New pools on tmpfs"). Creation and growth call it once for the space
-// they add. Returns the bytes made resident: 0 on any other file system (PMEM and disks
-// have no such clearing), or when the kernel cannot populate (before Linux 5.14), which
-// only leaves the cost where it was.
+// host's fault-in of that memory). Creation and growth call it once for the space they
+// add. Returns the bytes made resident: 0 on any other file system (PMEM and disks have
+// no such clearing), or when the kernel cannot populate (before Linux 5.14), which only
+// leaves the cost where it was.
 uint64_t PrefaultTmpfsRange(int fd, uint64_t offset, uint64_t length);
 
 // Maps `path` with libpmem. Errors name the path and the failing step (missing file,

@@ -11,7 +11,7 @@
 // semantics: the kernel holds a reference for every open file); then its extents are
 // zeroed and it is freed. Orphans left by a crash are reclaimed by Open.
 //
-// Durability (README.md, "How it works"):
+// Durability (docs/design/durability.md):
 //  - Every namespace change (create, mkdir, symlink, link, unlink, rmdir, rename,
 //    setattr, truncate, fallocate) is atomic across power failure and is durable when
 //    the call returns, in both modes.
@@ -101,7 +101,7 @@ struct DirEntry {
 inline constexpr uint64_t kReserveSegments = 2;
 uint64_t ReservedBlocks(const format::Superblock& sb);
 
-// Sizing (README "Sizing a pool"). A PostgreSQL cluster keeps up to max_wal_size of WAL
+// Sizing (docs/operations.md, "Sizing a pool"). A PostgreSQL cluster keeps up to max_wal_size of WAL
 // between checkpoints (a soft limit, passed under bursts until the checkpoint ends) plus
 // wal_keep_size for standbys; on top of that come the segment being written, the next
 // one being installed and one being recycled (kHeadroomSegments) and the reserve. So the

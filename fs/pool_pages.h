@@ -1,11 +1,12 @@
 // Whether the memory under a tmpfs pool has 2 MiB pages.
 //
 // A direct-access client takes one page fault per page of its mapping that it first
-// touches, in every process; with 4 KiB pages that is 4096 per 16 MiB segment, and under
-// a hypervisor that shadows page tables each costs ~10 us. tmpfs gives a file 2 MiB
-// pages only when it is mounted huge=always or huge=within_size, and /dev/shm usually is
-// not, so the daemon says so at mount (README, "Page size of the pool"). DAX file
-// systems and device-DAX are not judged here: their alignment is the namespace's.
+// touches, in every process; with 4 KiB pages that is 4096 per 16 MiB segment, each
+// expensive under a hypervisor that shadows page tables (docs/direct-access.md, "Page
+// size of the pool"). tmpfs gives a file 2 MiB pages only when it is mounted huge=always
+// or huge=within_size, and /dev/shm usually is not, so the daemon says so at mount. DAX
+// file systems and device-DAX are out of this check's scope: their alignment is the
+// namespace's.
 #ifndef WALFS_FS_POOL_PAGES_H_
 #define WALFS_FS_POOL_PAGES_H_
 

@@ -1,5 +1,5 @@
 // What every walfs program does with --help, --version and a wrong command line, so
-// that they all behave alike (README, "Command lines"):
+// that they all behave alike (docs/hacking.md, "Command-line conventions"):
 //   --help      the usage text on stdout, exit 0
 //   --version   "PROGRAM VERSION" on stdout, exit 0 (-V too where the family has it:
 //               e2fsck and mke2fs print their version with -V)

@@ -204,7 +204,7 @@ struct Args {
 
 // Refuses a data area PostgreSQL cannot run in (its WAL needs at least two segments:
 // min_wal_size and max_wal_size are at least that), and warns, with the numbers, when it
-// is smaller than the sizing rule (core/wal_directory.h, README "Sizing a pool") asks for
+// is smaller than the sizing rule (core/wal_directory.h, docs/operations.md "Sizing a pool") asks for
 // these settings. Returns false when refused (the message is printed).
 bool CheckSize(const Args& args, const f::Superblock& layout, const core::FormatOptions& opts) {
   const uint64_t data = layout.data_blocks * f::kBlockSize;
@@ -337,7 +337,7 @@ int Run(int argc, char** argv) {
   format_options.root_uid = args.owner ? args.owner->first : getuid();
   format_options.root_gid = args.owner ? args.owner->second : getgid();
 
-  // Sized for the cluster's settings (README "Sizing a pool") when no size is given.
+  // Sized for the cluster's settings (docs/operations.md "Sizing a pool") when no size is given.
   const auto size_for_wal = [&]() -> absl::StatusOr<uint64_t> {
     return core::PoolSizeFor(
         core::WalDataBytes(args.max_wal_size, args.wal_keep_size, args.segment_size),

@@ -20,8 +20,8 @@
 #                    /var/lib/postgresql/15/NAME, settings in /etc/postgresql/15/NAME, the
 #                    mount at /var/lib/postgresql/15/NAME-wal
 #   --size SIZE      pool size for a new pool (mkfs.walfs syntax). Default: what a
-#                    cluster with PostgreSQL's default max_wal_size (1GB) needs (README
-#                    "Sizing a pool", about 1.1 GiB). With a smaller SIZE, the new
+#                    cluster with PostgreSQL's default max_wal_size (1GB) needs (docs/
+#                    operations.md "Sizing a pool", about 1.1 GiB). With a smaller SIZE, the new
 #                    cluster's max_wal_size is set to what the pool fits
 #   --seconds N      pgbench duration (default 10; 0 skips pgbench)
 #   --scale N        pgbench scale (default 10)
@@ -208,7 +208,7 @@ mkdir -p "$RUN"
 if [ -e "$POOL" ]; then
   say "reusing pool $POOL"
 else
-  # Sized for the cluster (README "Sizing a pool"): by default for PostgreSQL's
+  # Sized for the cluster (docs/operations.md "Sizing a pool"): by default for PostgreSQL's
   # max_wal_size; with --size, the cluster's max_wal_size follows the pool (below).
   if [ -n "$SIZE" ]; then
     say "creating a $SIZE pool at $POOL"
@@ -249,7 +249,7 @@ if cluster_exists; then
 else
   say "creating the cluster $PG_VERSION/$CLUSTER (pg_createcluster) with pg_wal on $MNT"
   # A pool smaller than PostgreSQL's max_wal_size (1GB) needs a smaller one, or the
-  # WAL fills it and the cluster stops (README "Sizing a pool").
+  # WAL fills it and the cluster stops (docs/operations.md "Sizing a pool").
   WAL_OPTS=()
   fits=$(cat "$RUN/max_wal_size" 2>/dev/null || true)
   if [[ $fits =~ ^[0-9]+$ ]] && ((fits < 1024)); then

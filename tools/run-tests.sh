@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's test command and what CI runs (.ci/run). tools/run-tests.sh --help says
+# The test command of the README and docs/hacking.md, and what CI runs (.ci/run). tools/run-tests.sh --help says
 # what it does; the stages are in order below.
 set -euo pipefail
 

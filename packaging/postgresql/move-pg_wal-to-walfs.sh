@@ -27,8 +27,8 @@
 # the cluster.
 #
 # SIZE (e.g. 4G) must hold everything pg_wal can grow to: max_wal_size, plus
-# wal_keep_size, plus 5 segments (3 in flight, 2 reserved for segments: README "Sizing
-# a pool"), plus segments held by replication slots or a failing archive_command.
+# wal_keep_size, plus 5 segments (3 in flight, 2 reserved for segments: docs/operations.md,
+# "Sizing a pool"), plus segments held by replication slots or a failing archive_command.
 # SIZE "auto" sizes the pool by that rule from the cluster's own max_wal_size and
 # wal_keep_size (read with postgres -C); an explicit SIZE smaller than the rule asks
 # for is used, with mkfs.walfs's warning giving the size needed and the max_wal_size

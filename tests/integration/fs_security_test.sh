@@ -9,7 +9,7 @@
 #  2. Pools: mkfs.walfs makes them 0600 (owned by --owner); the daemon refuses a pool
 #     writable or readable by group or others, naming the mode and the fix, and one it
 #     cannot open; fsck.walfs still reads a readable one.
-#  3. The daemon as postgres without root (README "Running without root"): pool owned by
+#  3. The daemon as postgres without root (docs/security.md, running without root): pool owned by
 #     postgres 0600, `walfs POOL MNT` run by postgres (no allow_other, so no
 #     user_allow_other needed), mounted through the setuid fusermount3, no capabilities;
 #     root itself is kept out; PostgreSQL as postgres runs initdb -X onto it, starts,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The steps of the full-pool runbook (README "When the pool is full", walfs(8)), with
+# The steps of the full-pool runbook (docs/operations.md "When the pool is full", walfs(8)), with
 # this test's own commands on an initdb cluster, in each durability mode (the docs'
 # commands, on a Debian cluster, are pkg_runbook_test.sh's): PostgreSQL 15 fills a small
 # pool with WAL until it PANICs at segment creation (no checkpoint can free WAL:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Direct access the Debian way: a cluster made by pg_createcluster with its WAL on a
 # pmem-mode walfs mount, started by pg_ctlcluster (what postgresql@.service runs). The
-# README's and walfs(8)'s one line in /etc/postgresql/15/NAME/environment turns direct
+# docs/direct-access.md's and walfs(8)'s one line in /etc/postgresql/15/NAME/environment turns direct
 # access on (leases granted, commits reach the daemon as no FUSE WRITE); removing it and
 # restarting turns it off (commits are FUSE WRITEs again, no new lease). The cluster is
 # dropped and the pool checked at the end.

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The documented Debian setup, run as written (tests/integration/lib/docs.sh takes the
 # commands out of the docs, so they cannot go stale):
-#   1. README.md "Setting up a cluster the Debian way" (doc-test: debian-setup): a pool
+#   0. every code block of README.md and docs/ is run by a test or marked illustrative
+#      (lib/docs.sh, check_doc_blocks);
+#   1. docs/install.md "A new Debian cluster with its WAL on walfs" (doc-test:
+#      debian-setup): a pool
 #      made with --owner, an empty mount point, /etc/walfs/15-pmem.conf,
 #      user_allow_other, walfs@15-pmem (the daemon as postgres), pg_createcluster with
 #      --waldir on the mount, the postgresql@ drop-in, pg_ctlcluster start;
@@ -23,6 +26,11 @@
 # `systemctl` is a stand-in (lib/docs.sh, debian_programs).
 source "$(dirname "$0")/lib/common.sh"
 source "$(dirname "$0")/lib/docs.sh"
+
+# 0. Before anything that may skip: the docs' code blocks are each run or marked.
+if [ -z "${WALFS_IN_DEBIAN_NS:-}" ]; then
+  check_doc_blocks "$WALFS_SOURCE_DIR"
+fi
 
 require_fuse
 require_postgres
@@ -95,12 +103,12 @@ teardown() {
   rm -rf "$POOL" "$MNT" /etc/walfs/15-pmem.conf /etc/systemd/system/postgresql@15-pmem.service.d
 }
 
-# --- 1. README
-run_block "README.md debian-setup" "$(doc_block_readme "$SRC/README.md" debian-setup)" "$WORK"
-grep -q "^15  *pmem .* online " "$WORK/README.md debian-setup.log" ||
-  fail "the README's pg_lsclusters line did not show 15/pmem online"
-grep -qx "enable --now walfs@15-pmem" "$STATE/calls" || fail "the README did not start walfs@15-pmem"
-grep -qx user_allow_other /etc/fuse.conf || fail "the README did not add user_allow_other"
+# --- 1. docs/install.md
+run_block "install.md debian-setup" "$(doc_block_readme "$SRC/docs/install.md" debian-setup)" "$WORK"
+grep -q "^15  *pmem .* online " "$WORK/install.md debian-setup.log" ||
+  fail "docs/install.md's pg_lsclusters line did not show 15/pmem online"
+grep -qx "enable --now walfs@15-pmem" "$STATE/calls" || fail "docs/install.md did not start walfs@15-pmem"
+grep -qx user_allow_other /etc/fuse.conf || fail "docs/install.md did not add user_allow_other"
 check_cluster postgres
 # The drop-in binds the cluster to walfs@: without it the cluster does not start.
 pg_ctlcluster 15 pmem stop

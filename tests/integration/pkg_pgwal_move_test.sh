@@ -78,7 +78,7 @@ rm -rf "$MNT"
 log "moving pg_wal"
 segments=$(cd "$PGDATA/pg_wal" && ls | grep -Ec '^[0-9A-F]{24}$')
 # SIZE auto: the pool is sized from the cluster's settings (max_wal_size 64MB, wal_keep_size
-# 0, 16 MiB segments: 64 MiB + 5 segments of data area, README "Sizing a pool").
+# 0, 16 MiB segments: 64 MiB + 5 segments of data area, docs/operations.md "Sizing a pool").
 MOVER_SIZE=auto mover 2>"$WORK/mover.log" || { cat "$WORK/mover.log" >&2; fail "the mover failed"; }
 grep -q "sized for max_wal_size 64MB, wal_keep_size 0MB" "$WORK/mover.log" ||
   { cat "$WORK/mover.log" >&2; fail "the mover did not size the pool from the cluster"; }

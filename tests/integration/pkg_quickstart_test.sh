@@ -47,7 +47,7 @@ quickstart --seconds 2 --scale 1 >"$WORK/start.log" 2>&1 || { cat "$WORK/start.l
 grep -q "pgbench .* tps" "$WORK/start.log" || fail "no pgbench result: $(cat "$WORK/start.log")"
 [ "$(sql "SELECT count(*) FROM pgbench_branches")" = 1 ] || fail "pgbench tables missing"
 # A 256M pool cannot hold PostgreSQL's default max_wal_size (1GB): the cluster gets what
-# mkfs.walfs says the pool fits (README "Sizing a pool").
+# mkfs.walfs says the pool fits (docs/operations.md "Sizing a pool").
 fits=$(sed -n 's/^ *fits *max_wal_size = \([0-9]*\)MB.*/\1/p' "$WORK/start.log" | head -n 1)
 [[ $fits =~ ^[0-9]+$ ]] && ((fits >= 32 && fits < 256)) || fail "no max_wal_size fit in: $(cat "$WORK/start.log")"
 [ "$(sql "SELECT setting FROM pg_settings WHERE name = 'max_wal_size'")" = "$fits" ] ||

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The full-pool runbook as written (README "When the pool is full", step 2, doc-test:
-# full-pool; lib/docs.sh takes it out of the README) on the cluster of the documented
-# Debian setup (doc-test: debian-setup), in pkg_docs_test.sh's sandbox (lib/docs.sh:
+# The full-pool runbook as written (docs/operations.md "When the pool is full", step 2,
+# doc-test: full-pool; lib/docs.sh takes it out of the page) on the cluster of the
+# documented Debian setup (docs/install.md, doc-test: debian-setup), in pkg_docs_test.sh's sandbox (lib/docs.sh:
 # private mount and network namespaces, Debian's paths bound on empty directories, the
 # built programs and a systemctl stand-in on PATH):
 #   1. the setup block, its mkfs line given --size 128M in place of the docs' size (the
@@ -18,7 +18,7 @@
 #      after the PANIC, every commit acknowledged before the PANIC is there, and new
 #      commits succeed and survive a restart; once the cluster and walfs@15-pmem are
 #      stopped, fsck.walfs finds the pool clean.
-# walfs(8)'s full-pool block must give the README's commands (comments aside). That the
+# walfs(8)'s full-pool block must give docs/operations.md's commands (comments aside). That the
 # grow is refused while the pool is mounted is pg_grow_test.sh's to check. About 35 s.
 source "$(dirname "$0")/lib/common.sh"
 source "$(dirname "$0")/lib/pg.sh"
@@ -52,10 +52,10 @@ cluster_field() { pg_lsclusters -h | awk -v n="$1" '$1 == 15 && $2 == "pmem" { p
 
 # --- the runbook, read first: walfs(8) gives the same commands, and the grow is of the
 # setup's pool, to a size this machine has room for (walfsctl grow allocates it).
-runbook=$(doc_block_readme "$SRC/README.md" full-pool)
+runbook=$(doc_block_readme "$SRC/docs/operations.md" full-pool)
 uncommented() { sed -e 's/[[:space:]]*#.*$//' -e 's/[[:space:]]*$//'; }
 [ "$(uncommented <<<"$runbook")" = "$(doc_block_man "$SRC/packaging/man/walfs.8" full-pool | uncommented)" ] ||
-  fail "walfs(8)'s full-pool block is not the README's"
+  fail "walfs(8)'s full-pool block is not docs/operations.md's"
 read -r grow_pool grow_size < <(awk '$1 == "walfsctl" && $2 == "grow" { print $3, $4 }' <<<"$runbook") ||
   fail "the runbook has no 'walfsctl grow POOL SIZE' line"
 [ "$grow_pool" = "$POOL" ] || fail "the runbook grows '$grow_pool', not the setup's pool $POOL"
@@ -65,12 +65,12 @@ avail=$(df -B1 --output=avail "$WORK" | tail -n 1)
   skip "the runbook grows the pool to $grow_size; $WORK's file system has $avail bytes free"
 
 # --- 1. the documented setup, with a small pool
-setup=$(doc_block_readme "$SRC/README.md" debian-setup)
+setup=$(doc_block_readme "$SRC/docs/install.md" debian-setup)
 mkfs_re='^mkfs\.walfs --size [^ ]+ '
 [ "$(grep -cE "$mkfs_re" <<<"$setup")" = 1 ] ||
-  fail "the README's debian-setup block has no single 'mkfs.walfs --size SIZE' line: $setup"
+  fail "docs/install.md's debian-setup block has no single 'mkfs.walfs --size SIZE' line: $setup"
 setup=$(sed -E "s/^(mkfs\.walfs --size )[^ ]+ /\1$POOL_SIZE /" <<<"$setup")
-run_block "README.md debian-setup (pool --size $POOL_SIZE)" "$setup" "$WORK"
+run_block "install.md debian-setup (pool --size $POOL_SIZE)" "$setup" "$WORK"
 [ "$(cluster_field 4)" = online ] || fail "15/pmem is not online after the setup: $(pg_lsclusters)"
 [ "$(sed -n 's/^POOL=//p' /etc/walfs/15-pmem.conf)" = "$POOL" ] || fail "the setup's pool is not $POOL"
 [ "$(findmnt -n -o SOURCE --mountpoint "$MNT")" = "$POOL" ] || fail "$POOL is not mounted at $MNT"
@@ -111,14 +111,14 @@ log "full: $(grep -c 'No space left on device' "$PG_LOG") ENOSPC line(s) in the 
 
 # --- 4. the runbook
 calls_before=$(wc -l <"$STATE/calls")
-run_block "README.md full-pool" "$runbook" "$WORK"
+run_block "operations.md full-pool" "$runbook" "$WORK"
 
 # --- 5. the cluster runs again, with every acknowledged commit
 [ "$(tail -n +$((calls_before + 1)) "$STATE/calls" | tr '\n' ' ')" = \
   "stop postgresql@15-pmem stop walfs@15-pmem start walfs@15-pmem " ] ||
   fail "the runbook's systemctl calls: $(tail -n +$((calls_before + 1)) "$STATE/calls")"
-grep -q '^walfsctl: .* grown from ' "$WORK/README.md full-pool.log" || fail "walfsctl grow printed no 'grown from'"
-log "$(grep '^walfsctl: .* grown from ' "$WORK/README.md full-pool.log")"
+grep -q '^walfsctl: .* grown from ' "$WORK/operations.md full-pool.log" || fail "walfsctl grow printed no 'grown from'"
+log "$(grep '^walfsctl: .* grown from ' "$WORK/operations.md full-pool.log")"
 [ "$(stat -c %s "$POOL")" = "$grow_bytes" ] ||
   fail "the pool is $(stat -c %s "$POOL") bytes after 'walfsctl grow $POOL $grow_size'"
 [ "$(cluster_field 4)" = online ] || fail "15/pmem is not online after the runbook: $(pg_lsclusters)"

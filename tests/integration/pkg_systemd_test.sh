@@ -319,7 +319,7 @@ if [ -x "$GEN" ] && command -v systemd-analyze >/dev/null && command -v systemd-
   # Every fstab line the docs and the package give: mounted at boot without waiting
   # (nofail: wanted, not required, by local-fs.target), required by the cluster. The
   # line this check replaced (x-systemd.required-by= without wanted-by=) fails it.
-  check_fstab_line "$(doc_block_readme "$WALFS_SOURCE_DIR/README.md" fstab)" \
+  check_fstab_line "$(doc_block_readme "$WALFS_SOURCE_DIR/docs/install.md" fstab)" \
     postgresql@15-pmem.service "$WORK" >/dev/null
   check_fstab_line "$(doc_block_man "$PKG/man/walfs.8" fstab | tr '\n' ' ' | sed 's/, */,/g; s/  */ /g; s/ $//')" \
     postgresql@15-pmem.service "$WORK" >/dev/null
@@ -331,7 +331,7 @@ if [ -x "$GEN" ] && command -v systemd-analyze >/dev/null && command -v systemd-
     postgresql@15-pmem.service "$WORK") >/dev/null 2>&1; then
     fail "check_fstab_line accepted a line that local-fs.target does not want"
   fi
-  log "fstab lines of README.md, walfs(8) and fstab.example: wanted by local-fs.target, required by the cluster"
+  log "fstab lines of docs/install.md, walfs(8) and fstab.example: wanted by local-fs.target, required by the cluster"
   cp "$munit" "$V/$name"
   out=$(cd "$V" && systemd-analyze verify --man=no "./$name" 2>&1) || fail "verify $name: $out"
   [ -z "$out" ] || fail "systemd-analyze verify warns about $name: $out"

@@ -82,7 +82,7 @@ expect_rc 1 "$MKFS" --size 100T "$W/huge.pool"
 expect_err "not enough space"
 [ ! -e "$W/huge.pool" ] || fail "a failed mkfs left a file"
 
-log "mkfs: sizing for PostgreSQL (README \"Sizing a pool\")"
+log "mkfs: sizing for PostgreSQL (docs/operations.md \"Sizing a pool\")"
 # One 16 MiB segment's room: refused, nothing left behind, the size it needs named.
 expect_rc 1 "$MKFS" --size 20M "$W/one-seg.pool"
 expect_err "too small for PostgreSQL.*cannot hold two WAL segments"

@@ -684,7 +684,7 @@ TEST_F(WalDirectoryTest, HistoryFileWrittenThroughXlogtempKeepsOnlyItsBlocks) {
 }
 
 // pmem mode: a write inside the file's size commits nothing by itself, but its mtime
-// and ctime reach the pool within a second (README: bounded staleness), without a
+// and ctime reach the pool within a second (docs/design/durability.md, Times), without a
 // journal commit per write.
 TEST_F(WalDirectoryTest, MtimeOfAWriteInsideTheSizeIsDurableWithinASecond) {
   auto f = dir_->Create(kRootInode, kSeg, 0600, kUser, true);

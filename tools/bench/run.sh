@@ -31,11 +31,11 @@
 #     --huge-pool          put the pools of the tmpfs-backed walfs targets on a private
 #                          tmpfs mounted huge=always (2 MiB pages, as fsdax/device-DAX
 #                          PMEM with 2 MiB alignment gives); data directories and the
-#                          tmpfs target stay on /dev/shm (README, "Page size of the pool")
+#                          tmpfs target stay on /dev/shm (docs/direct-access.md)
 #     --pin-server CPUS    run the PostgreSQL servers under `taskset -c CPUS`
 #     --pin-client CPUS    run pgbench under `taskset -c CPUS`: with both, how far a
-#                          one-client figure is the scheduler's placement (README,
-#                          "Direct access figures", 2026-12-03, later)
+#                          one-client figure is the scheduler's placement
+#                          (tools/bench/results/2026-12-03-amd-epyc-pvm.md)
 #     --build-dir DIR      CMake build dir (default ./build)
 #     --smoke              tiny sizes for CI: 1 rep, 1 s runs, scale 1, 2 bulk segments
 set -euo pipefail

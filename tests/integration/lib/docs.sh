@@ -2,16 +2,21 @@
 # after lib/common.sh).
 #
 # A block is marked where it is written:
-#   README.md     a line `<!-- doc-test: NAME ... -->`, then (after blank lines) a code
+#   README.md and docs/**/*.md (Markdown)
+#                 a line `<!-- doc-test: NAME ... -->`, then (after blank lines) a code
 #                 block indented by four spaces more than the marker, which ends at the
 #                 first line that is not indented so (a blank line included); a marker
-#                 inside a list item is indented as the item's text;
+#                 inside a list item is indented as the item's text. A block no test
+#                 runs is marked `<!-- doc-illustrative: WHY ... -->` the same way.
+#                 Fenced blocks are not used (check_doc_blocks refuses them);
 #   man pages     a line `.\" doc-test: NAME ...` right before `.EX` ... `.EE`; roff
 #                 escapes \- \e \(aq become - \ ' and any other escape fails the test.
-# Both print the block's lines; an unmarked or empty block fails the test, so a marker
-# cannot be dropped from the docs without the test noticing.
+# Both readers print the block's lines; an unmarked or empty block fails the test, so a
+# marker cannot be dropped from the docs without the test noticing. check_doc_blocks
+# fails on a Markdown code block that is neither run by a test nor marked illustrative.
 
-# doc_block_readme FILE NAME
+# doc_block_readme FILE NAME: the block marked 'doc-test: NAME' in the Markdown FILE
+# (README.md or a page under docs/).
 doc_block_readme() {
   local file=$1 name=$2 out
   out=$(awk -v name="$name" '
@@ -32,6 +37,90 @@ doc_block_readme() {
   ' "$file")
   [ -n "$out" ] || fail "no code block marked 'doc-test: $name' in $file"
   printf '%s\n' "$out"
+}
+
+# doc_code_blocks FILE: every code block of the Markdown FILE, one line each:
+#   LINE<TAB>test<TAB>NAME          marked `<!-- doc-test: NAME ... -->`
+#   LINE<TAB>illustrative<TAB>-     marked `<!-- doc-illustrative: ... -->`
+#   LINE<TAB>bad<TAB>WHAT           neither, or a marker without its block, or a fence
+# A code block is a run of lines indented by four or more spaces beyond the text they
+# belong to (the page's margin, or a list item's text), after a blank line, up to the
+# next blank line (where doc_block_readme stops: a block is never split). Its marker
+# is the last non-blank line before it, indented four spaces less (as doc_block_readme
+# reads it).
+doc_code_blocks() {
+  awk '
+    function indent_of(s) { match(s, /^ */); return RLENGTH }
+    function is_test(s) { return s ~ /^ *<!-- doc-test: [A-Za-z0-9_-]+( .*)? ?-->$/ }
+    function is_illustrative(s) { return s ~ /^ *<!-- doc-illustrative: .+-->$/ }
+    BEGIN { blank = 1; base = 0; code = 0; fence = 0; pending = 0 }
+    fence { if ($0 ~ /^ *(```|~~~)/) fence = 0; next }
+    /^ *(```|~~~)/ { printf "%d\tbad\tfenced block (write an indented block with a marker)\n", NR; fence = 1; next }
+    # A blank line ends a code block, as doc_block_readme reads it.
+    /^[ \t]*$/ { blank = 1; code = 0; next }
+    {
+      ind = indent_of($0)
+      if (code && ind >= code_indent) { blank = 0; next }
+      code = 0
+      if (blank && ind >= base + 4) {
+        code = 1; code_indent = ind
+        if (pending && marker_indent + 4 == ind) {
+          if (is_test(marker)) {
+            name = marker; sub(/^ *<!-- doc-test: /, "", name); sub(/( |-->).*$/, "", name)
+            printf "%d\ttest\t%s\n", NR, name
+          } else {
+            printf "%d\tillustrative\t-\n", NR
+          }
+        } else if (pending) {
+          printf "%d\tbad\tmarker on line %d is indented %d, the block %d (want 4 more)\n", NR, pending, marker_indent, ind
+        } else {
+          printf "%d\tbad\tcode block with no doc-test or doc-illustrative marker before it\n", NR
+        }
+        pending = 0; blank = 0; next
+      }
+      if (pending) printf "%d\tbad\tmarker not followed by a code block\n", pending
+      pending = 0
+      if (is_test($0) || is_illustrative($0)) { pending = NR; marker = $0; marker_indent = ind }
+      else if ($0 ~ /^ *<!-- doc-/) printf "%d\tbad\tunknown doc marker: %s\n", NR, $0
+      if (match($0, /^ *([-*+]|[0-9]+[.)]) +/)) base = RLENGTH
+      else if (blank && ind < base) base = ind
+      blank = 0
+    }
+    END { if (pending) printf "%d\tbad\tmarker not followed by a code block\n", pending }
+  ' "$1"
+}
+
+# check_doc_blocks SRC: every code block of SRC/README.md and SRC/docs/**/*.md is either
+# marked doc-test with a NAME that a test reads from that file (doc_block_readme
+# "$VAR/FILE" NAME in tests/**/*.sh) or marked doc-illustrative. Fails naming each block
+# that is neither.
+check_doc_blocks() {
+  local src=$1 f rel line kind what uses bad=0 n=0
+  uses=$(grep -rhoE 'doc_block_readme +"\$\{?[A-Za-z_]+\}?/[^"]+" +[A-Za-z0-9_-]+' "$src/tests" |
+    sed -E 's/^doc_block_readme +"\$\{?[A-Za-z_]+\}?\/([^"]+)" +/\1 /' | sort -u)
+  [ -n "$uses" ] || fail "no test reads a block of the docs (doc_block_readme)"
+  while IFS= read -r f; do
+    rel=${f#"$src"/}
+    while IFS=$'\t' read -r line kind what; do
+      n=$((n + 1))
+      case $kind in
+        test)
+          grep -qxF "$rel $what" <<<"$uses" ||
+            { log "$rel:$line: block marked doc-test: $what, but no test reads it (doc_block_readme ... $rel $what)"; bad=1; }
+          ;;
+        illustrative) ;;
+        *) log "$rel:$line: $what"; bad=1 ;;
+      esac
+    done < <(doc_code_blocks "$f")
+  done < <({ echo "$src/README.md"; find "$src/docs" -name '*.md' 2>/dev/null; } | sort)
+  # Every block a test reads is still in its file.
+  while read -r rel what; do
+    [ -f "$src/$rel" ] || { log "a test reads 'doc-test: $what' from $rel, which does not exist"; bad=1; continue; }
+    doc_code_blocks "$src/$rel" | grep -qP "^[0-9]+\ttest\t\Q$what\E$" ||
+      { log "a test reads 'doc-test: $what' from $rel, which has no such block"; bad=1; }
+  done <<<"$uses"
+  ((bad == 0)) || fail "documentation code blocks that are neither run by a test nor marked illustrative (tests/integration/lib/docs.sh)"
+  log "docs: $n code blocks in README.md and docs/, each run by a test or marked illustrative"
 }
 
 # doc_block_man FILE NAME

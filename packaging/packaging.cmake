@@ -2,7 +2,7 @@
 #
 # The executables install themselves (fs/ and tools/) to ${CMAKE_INSTALL_SBINDIR}. This
 # file adds what makes walfs a distribution service:
-#   share/man/man8/*.8.gz           every page under packaging/man/ (gzipped, as Debian does)
+#   share/man/man{7,8}/*.gz         every page under packaging/man/ (gzipped, as Debian does)
 #   lib/systemd/system/walfs@.service   one instance per pool (see the unit's header)
 #   lib/systemd/system/walfs-metrics@.{service,timer}   Prometheus textfile every 15 s
 #   libexec/walfs/walfs-prestart    the unit's pre-start check
@@ -35,11 +35,13 @@ function(walfs_gzip source out)
     VERBATIM)
 endfunction()
 
-# --- man pages: whichever exist, compressed at build time.
-file(GLOB WALFS_MAN_PAGES CONFIGURE_DEPENDS ${WALFS_PKG_DIR}/man/*.8)
+# --- man pages: whichever exist, compressed at build time, each into the section its
+# suffix names (walfs(8) and the tools; libwalfs-direct(7)).
+file(GLOB WALFS_MAN_PAGES CONFIGURE_DEPENDS ${WALFS_PKG_DIR}/man/*.[78])
 set(WALFS_MAN_OUTPUTS)
 foreach(page ${WALFS_MAN_PAGES})
   get_filename_component(name ${page} NAME)
+  string(REGEX REPLACE "^.*\\.([0-9])$" "\\1" section ${name})
   if(WALFS_GZIP)
     set(out ${CMAKE_CURRENT_BINARY_DIR}/man/${name}.gz)
     walfs_gzip(${page} ${out})
@@ -47,10 +49,10 @@ foreach(page ${WALFS_MAN_PAGES})
     set(out ${page})
   endif()
   list(APPEND WALFS_MAN_OUTPUTS ${out})
+  install(FILES ${out} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section})
 endforeach()
 if(WALFS_MAN_OUTPUTS)
   add_custom_target(walfs_man_pages ALL DEPENDS ${WALFS_MAN_OUTPUTS})
-  install(FILES ${WALFS_MAN_OUTPUTS} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 endif()
 
 # --- systemd

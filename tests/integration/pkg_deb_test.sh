@@ -97,9 +97,10 @@ is_exec() {
   grep -q "^-rwxr-xr-x \./${1#/}\$" "$WORK/contents" || fail "$1 is not an executable 0755 file"
 }
 for exe in walfs mkfs.walfs fsck.walfs walfsctl; do is_exec /usr/sbin/$exe; done
-for page in "$WALFS_SOURCE_DIR"/packaging/man/*.8; do
-  has "/usr/share/man/man8/$(basename "$page").gz"
+for page in "$WALFS_SOURCE_DIR"/packaging/man/*.[78]; do
+  has "/usr/share/man/man${page##*.}/$(basename "$page").gz"
 done
+has /usr/share/man/man7/libwalfs-direct.7.gz
 has /usr/share/man/man8/walfs.8.gz
 has "/usr/lib/systemd/system/walfs@.service"
 is_exec /usr/libexec/walfs/walfs-prestart
@@ -240,7 +241,7 @@ fi
 
 # Man pages decompress and render without warnings.
 if command -v groff >/dev/null; then
-  for gz in "$ROOT"/usr/share/man/man8/*.8.gz; do
+  for gz in "$ROOT"/usr/share/man/man[78]/*.[78].gz; do
     warnings=$(zcat "$gz" | groff -man -ww -z 2>&1) || fail "$(basename "$gz") does not render"
     [ -z "$warnings" ] || fail "$(basename "$gz"): $warnings"
   done

@@ -924,7 +924,7 @@ std::map<std::string, std::vector<Step>> Scenarios() {
       Create("/r"), Write("/r", 0, Pattern(20000, 'r')), Fsync("/r"), Close("/r"),
       Unlink("/r"),
       Create("/n"), Write("/n", 0, Pattern(12000, 'n'), true), Truncate("/n", 100),
-      Close("/n"), Write("/n", 100, Pattern(9000, 'm'), true)};
+      Release("/n"), Write("/n", 100, Pattern(9000, 'm'), true), Close("/n"), Unlink("/n")};
   // After mkfs --force over a used pool (see the top of this file): fresh inode and
   // dirent slots over old records, a segment and a small file from the uninitialised
   // range's two ends. One segment only: in msync mode its zeroing leaves every page of

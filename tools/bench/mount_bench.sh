@@ -4,7 +4,7 @@
 #
 #   tools/bench/mount_bench.sh --pool PATH --size SIZE [--build-dir DIR] [--walfs BIN]
 #       [--prepare-walfs BIN] [--secs N] [--steady-us US] [--mode pmem|msync]
-#       [--sparse] [--keep-pool]
+#       [--sparse] [--idle] [--keep-pool]
 #
 # Makes a pool at PATH (mkfs.walfs --size SIZE on a new file, which mkfs allocates;
 # --sparse then punches out its whole data area, which mkfs left zero), mounts it
@@ -23,6 +23,8 @@
 #     point ready;
 #   - daemon_cpu_s: user+system CPU of the daemon at the end of the window;
 #   - seg_median_first10_us: median of the window's first ten creations.
+# --idle creates no segment in the window: daemon_cpu_s is then what the mount alone
+# costs.
 # pmem mode (the default) sets PMEM_IS_PMEM_FORCE=1. The pool is deleted at exit unless
 # --keep-pool. --walfs runs another daemon binary (another build); --prepare-walfs runs
 # the first mount with another one (an older walfs leaves a pool whose free space the
@@ -41,6 +43,7 @@ STEADY_US=
 MODE=pmem
 KEEP_POOL=0
 SPARSE=0
+IDLE=0
 while [ $# -gt 0 ]; do
   case $1 in
     --pool) POOL=$2; shift ;;
@@ -53,6 +56,7 @@ while [ $# -gt 0 ]; do
     --mode) MODE=$2; shift ;;
     --keep-pool) KEEP_POOL=1 ;;
     --sparse) SPARSE=1 ;;
+    --idle) IDLE=1 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "mount_bench.sh: unknown option '$1'" >&2; exit 1 ;;
   esac
@@ -104,11 +108,12 @@ mount_pool() {
 umount_pool() {
   fusermount3 -u "$MNT"
   local i
-  for ((i = 0; i < 600; i++)); do
+  for ((i = 0; i < 2400; i++)); do
     kill -0 "$PID" 2>/dev/null || { wait "$PID" 2>/dev/null || true; PID=; return 0; }
+    [ "$i" != 200 ] || echo "walfs still running 10s after unmount; waiting" >&2
     sleep 0.05
   done
-  echo "walfs still running 30s after unmount" >&2
+  echo "walfs still running 120s after unmount" >&2
   exit 1
 }
 
@@ -157,13 +162,19 @@ umount_pool
 
 mount_pool
 mounted_s=$(python3 -c "import sys; print('%.3f' % ((int(sys.argv[1]) - int(sys.argv[2])) / 1e9))" "$(date +%s%N)" "$START_NS")
-SAMPLES=$(python3 -c "$SEGMENTS_PY" "$MNT" "$START_NS" "$SECS" 0)
+SAMPLES=
+[ "$IDLE" = 1 ] || SAMPLES=$(python3 -c "$SEGMENTS_PY" "$MNT" "$START_NS" "$SECS" 0)
 # The rest of the window, if the loop ended early, then the daemon's CPU.
 python3 -c "import time, sys; d = int(sys.argv[1]) / 1e9 + float(sys.argv[2]) - time.time(); time.sleep(max(0, d))" "$START_NS" "$SECS"
 read -r utime stime < <(awk '{print $14, $15}' "/proc/$PID/stat")
 ticks=$(getconf CLK_TCK)
 umount_pool
 grep -i "free space" "$LOG" || true
+if [ "$IDLE" = 1 ]; then
+  echo "mounted_s $mounted_s"
+  awk -v u="$utime" -v s="$stime" -v t="$ticks" 'BEGIN {printf "daemon_cpu_s %.2f (idle)\n", (u + s) / t}'
+  exit 0
+fi
 
 python3 - "$SAMPLES" "$mounted_s" "$utime" "$stime" "$ticks" "${STEADY_US:-}" <<'PY'
 import statistics, sys

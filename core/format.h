@@ -249,10 +249,10 @@ static_assert(offsetof(DirentRecord, name) == 32);
 // Of the slots whose crc matches, the one with the higher sequence is the newest
 // committed transaction; the other is the one before it.
 //
-// JournalHeader::flags are facts about the pool as this transaction leaves it. They were
-// reserved bytes (written as zero, never read) before any flag existed, so a pool
-// written by a walfs that knows none has no flag set, and such a walfs reads a pool
-// with flags as before: a flag may only promise, never demand. Unknown bits are ignored.
+// JournalHeader::flags are facts about the pool as this transaction leaves it. A writer
+// that knows no flag writes these bytes as zero, and a reader that knows no flag does
+// not read them, so format version 2 holds pools with and without flags alike: a flag
+// may only promise, never demand, and a reader ignores bits it does not know.
 struct JournalHeader {
   uint64_t magic;
   uint64_t sequence;  // increases by one per transaction; lives in slot sequence % 2

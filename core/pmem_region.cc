@@ -64,8 +64,8 @@ class MappedRegion : public PersistentRegion {
   // SEEK_DATA/SEEK_HOLE return their result and only move the descriptor's offset,
   // which nothing reads: concurrent calls are safe. A SEEK_HOLE costs as much as the
   // data run it crosses, and on tmpfs that is a walk of every page to the hole (of a
-  // fully written pool: to its end, milliseconds per GiB), whatever `end` is. So the
-  // last data run found is remembered and a call inside it makes no system call. A
+  // fully written pool: to its end), whatever `end` is. So the last data run found is
+  // remembered and a call inside it makes no system call. A
   // remembered run never becomes wrong in the direction that matters: a hole filled
   // since is still outside it (asked again), and a run only loses data if the file's
   // pages are punched out, which walfs never does (reading a hole reads zeros anyway).

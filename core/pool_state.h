@@ -10,19 +10,22 @@
 //      before a commit can name the smaller range (Prepare);
 //  (3) data is stored only into blocks an inode owns in the newest committed
 //      transaction: a write, truncate or fallocate commits its allocation before it
-//      stores (core/data_path.cc), a lease covers extents of a committed inode and a
-//      leased orphan is not reclaimed (core/lease.cc);
+//      stores (core/data_path.cc); a direct-access client stores only under a lease,
+//      which covers extents of a committed inode, and a leased orphan is not reclaimed
+//      (core/lease.cc, fs/lease_protocol.h);
 //  (4) blocks leave an inode only through an orphan (unlink, rename-over, trim's carrier)
 //      that Reclaim zeroes and drains (pmem_drain, or msync of every flushed range)
 //      before any commit may free it; a crash before that commit leaves the orphan, which
 //      the next open zeroes again.
 // So at every commit point, and so at every power cut, every free block outside the
 // range is zero. The crash tests enumerate power cuts through unlinks, trims and
-// reclaims and check that free space reads zero at every next open
-// (tests/crash/crash_test.cc, FreeSpaceReadsZero).
+// reclaims (reclaim_then_reuse_free_space among other scenarios) and check, for every
+// crash state, that fsck finds free space zero after recovery and that the recovered
+// pool trusts it (tests/crash/crash_test.cc, CrashHarness::Check).
 //
 // What is read, then, guards only against damage the pool's writers did not make (a
-// stray write into the pool file, a walfs before (4) held): a commit whose writer knows
+// stray write into the pool file, a writer that did not keep (1)-(4)): a commit whose
+// writer knows
 // free space is zero says so in its journal header (format::kJournalFlagFreeSpaceZero),
 // and an open whose newest transaction says so (or that finds none: mkfs's pool) trusts
 // all free space. Otherwise (a pool last written by a walfs that did not set the flag,

@@ -31,6 +31,12 @@
 # next mount does not trust).
 # Run as root (FUSE mount) from a built tree; needs python3.
 set -euo pipefail
+# In a mount namespace of its own: a namespace another process creates while a mount
+# exists keeps a copy of it, and the daemon then outlives its unmount until that
+# namespace ends.
+if [ -z "${WALFS_BENCH_NAMESPACE:-}" ]; then
+  WALFS_BENCH_NAMESPACE=1 exec unshare -m --propagation private "$0" "$@"
+fi
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
 SOURCE_DIR=$(cd "$BENCH_DIR/../.." && pwd)
 BUILD_DIR=$SOURCE_DIR/build

@@ -83,6 +83,7 @@ MNT=$(mktemp -d /tmp/walfs-mount-bench.XXXXXX)
 LOG=$(mktemp /tmp/walfs-mount-bench.XXXXXX.log)
 PID=
 cleanup() {
+  set +e
   if mountpoint -q "$MNT"; then fusermount3 -u -z "$MNT" || true; fi
   if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
     sleep 1

@@ -60,9 +60,14 @@ PT_SRC=$DIR/walfs-read-bench.$$.pt
 PID=
 PT_PID=
 cleanup() {
-  for m in "$MNT" "$PT_MNT"; do mountpoint -q "$m" 2>/dev/null && fusermount3 -u -z "$m"; done
+  set +e
+  for m in "$MNT" "$PT_MNT"; do
+    if mountpoint -q "$m" 2>/dev/null; then fusermount3 -u -z "$m"; fi
+  done
   sleep 0.5
-  for p in "$PID" "$PT_PID"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  for p in "$PID" "$PT_PID"; do
+    if [ -n "$p" ]; then kill "$p" 2>/dev/null; fi
+  done
   rm -rf "$WORK" "$PT_SRC"
   rm -f "$POOL"
 }

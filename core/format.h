@@ -248,15 +248,31 @@ static_assert(offsetof(DirentRecord, name) == 32);
 // whole inode, dirent or state record image, with a valid crc or all zero (a freed slot).
 // Of the slots whose crc matches, the one with the higher sequence is the newest
 // committed transaction; the other is the one before it.
+//
+// JournalHeader::flags are facts about the pool as this transaction leaves it. A writer
+// that knows no flag writes these bytes as zero, and a reader that knows no flag does
+// not read them, so format version 2 holds pools with and without flags alike: a flag
+// may only promise, never demand, and a reader ignores bits it does not know.
 struct JournalHeader {
   uint64_t magic;
   uint64_t sequence;  // increases by one per transaction; lives in slot sequence % 2
   uint32_t entry_count;
   uint32_t payload_bytes;
-  uint8_t reserved[36];
+  uint32_t flags;  // kJournalFlag*
+  uint8_t reserved[32];
   uint32_t crc;
 };
 static_assert(sizeof(JournalHeader) == 64);
+static_assert(offsetof(JournalHeader, flags) == 24);
+
+// Every free data block outside PoolState's uninitialised range (as this transaction
+// leaves PoolState) is zero at this commit point, and the writer keeps it so (it stores
+// nothing but zeros into free blocks, and frees blocks only by a later commit, after
+// their zeros are durable: core/pool_state.h). So the next open need not read free
+// space; an open whose newest transaction lacks the flag checks free space outside the
+// uninitialised range before handing it out. A pool with no committed transaction is
+// as mkfs left it, which keeps the same invariant (its unwritten blocks are the range).
+inline constexpr uint32_t kJournalFlagFreeSpaceZero = 1u << 0;
 
 struct JournalEntry {
   uint64_t target_offset;  // pool offset of a whole InodeRecord, DirentRecord or PoolState

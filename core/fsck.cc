@@ -240,11 +240,16 @@ class Checker {
             true, fixed);
       }
     }
+    report_->free_space_trusted = j.newest < 0;
     if (j.newest < 0) return;  // nothing committed
     const uint64_t newest = static_cast<uint64_t>(j.newest);
     const JournalSlot& s = j.slots[newest];
     sequence_ = s.sequence;
     report_->journal_sequence = s.sequence;
+    if (s.state == State::kValid) {
+      report_->journal_flags = s.flags;
+      report_->free_space_trusted = (s.flags & format::kJournalFlagFreeSpaceZero) != 0;
+    }
     if (s.state != State::kValid) {
       bool fixed = false;
       if (options_.repair) {
@@ -751,6 +756,7 @@ class Checker {
       if (++runs <= kMaxListed) {
         Add(Severity::kError, absl::StrCat("data blocks ", begin, "-", end - 1),
             absl::StrCat(end - begin, " block(s) owned by no inode are not zero",
+                         report_->free_space_trusted ? TrustedNote() : "",
                          fixed ? "; zeroed" : "",
                          repairable ? ""
                                     : absl::StrCat("; kept: they may hold data of inode ",
@@ -848,10 +854,17 @@ class Checker {
       Add(Severity::kError, "data blocks",
           absl::StrCat(runs - kMaxListed, " more runs (", unlisted_blocks,
                        " blocks) owned by no inode are not zero",
+                       report_->free_space_trusted ? TrustedNote() : "",
                        unlisted_fixed ? "; zeroed" : ""),
           repairable, unlisted_fixed);
     }
     blocks_used_ = used;
+  }
+
+  // For free space found not zero in a pool whose open would trust it.
+  static const char* TrustedNote() {
+    return " although the journal says walfs kept free space zero (written by something "
+           "other than walfs; a mount would hand it out unread)";
   }
 
   // ---- Summary -----------------------------------------------------------------------
@@ -1102,7 +1115,10 @@ std::string FsckReportJson(const FsckReport& report) {
                     ",\"blocks_total\":", report.blocks_total,
                     ",\"blocks_used\":", report.blocks_used,
                     ",\"blocks_free\":", report.blocks_free,
-                    ",\"journal_sequence\":", report.journal_sequence, "}");
+                    ",\"journal_sequence\":", report.journal_sequence,
+                    ",\"journal_flags\":", report.journal_flags,
+                    ",\"free_space_trusted\":", report.free_space_trusted ? "true" : "false",
+                    "}");
   }
   absl::StrAppend(&out, ",\"problems\":[");
   for (size_t i = 0; i < report.problems.size(); ++i) {

@@ -108,6 +108,13 @@ struct FsckReport {
   uint64_t specials = 0;  // FIFOs, sockets, devices
   uint64_t blocks_total = 0, blocks_used = 0, blocks_free = 0;
   uint64_t journal_sequence = 0;  // of the last committed transaction, 0 if none
+  // That transaction's header flags (format::kJournalFlag*), 0 if none.
+  uint32_t journal_flags = 0;
+  // Whether the next read-write open trusts free space without reading it: the newest
+  // transaction says it is zero, or none was committed since mkfs (core/pool_state.h).
+  // fsck is then the only reader of free space, so a block it finds not zero there was
+  // written by something other than walfs.
+  bool free_space_trusted = false;
   uint32_t passes = 0;            // check passes run (more than one after repairs)
 
   std::vector<FsckFile> files_list;  // with FsckOptions::list_files, sorted by path

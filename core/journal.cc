@@ -101,6 +101,7 @@ JournalSlot ParseJournalSlot(const char* pool, const format::Superblock& sb, uin
   std::memcpy(&h, base, sizeof(h));
   if (IsAllZero(&h, sizeof(h))) return result;
   result.sequence = h.sequence;
+  result.flags = h.flags;
   if (h.magic != format::kJournalMagic) {
     result.state = State::kTorn;
     result.error = "the header has no journal magic";
@@ -190,7 +191,7 @@ JournalContents ReadJournal(const char* pool, const format::Superblock& sb) {
   return j;
 }
 
-void Journal::Build(const Transaction& txn, bool with_carried) {
+void Journal::Build(const Transaction& txn, bool with_carried, uint32_t flags) {
   buffer_.assign(sizeof(format::JournalHeader), '\0');
   uint32_t count = 0;
   auto add = [&](uint64_t offset, const std::string& bytes) {
@@ -214,6 +215,7 @@ void Journal::Build(const Transaction& txn, bool with_carried) {
   h.magic = format::kJournalMagic;
   h.sequence = sequence_;
   h.entry_count = count;
+  h.flags = flags;
   h.payload_bytes = static_cast<uint32_t>(buffer_.size() - sizeof(format::JournalHeader));
   std::memcpy(buffer_.data(), &h, sizeof(h));
   h.crc = Crc32c(0, buffer_.data(), buffer_.size());
@@ -239,14 +241,14 @@ absl::Status Journal::Sync() {
   return region_.health();
 }
 
-absl::Status Journal::Commit(const Transaction& txn, bool* committed) {
+absl::Status Journal::Commit(const Transaction& txn, bool* committed, uint32_t flags) {
   *committed = false;
   if (absl::Status h = region_.health(); !h.ok()) return h;
   if (txn.empty()) {
     *committed = true;
     return absl::OkStatus();
   }
-  Build(txn, /*with_carried=*/true);
+  Build(txn, /*with_carried=*/true, flags);
   const uint64_t slot_size = sb_.journal_size / format::kJournalSlots;
   // The carried images are persisted at home by this commit's own msync when they make
   // its journal image large (see the protocol above: one msync either way).
@@ -260,7 +262,7 @@ absl::Status Journal::Commit(const Transaction& txn, bool* committed) {
       // Until this slot is written, the other slot still holds them.
       PersistCarried();
       if (absl::Status h = region_.health(); !h.ok()) return h;
-      Build(txn, /*with_carried=*/false);
+      Build(txn, /*with_carried=*/false, flags);
     }
   }
   // A transaction touches a handful of records; a slot holds well over fifty.
@@ -341,6 +343,7 @@ absl::StatusOr<Journal::ReplayResult> Journal::Replay(PersistentRegion& region,
   result.replayed = true;
   result.sequence = newest.sequence;
   result.records = static_cast<uint32_t>(newest.images.size());
+  result.flags = newest.flags;
   result.images = std::move(newest.images);
   return result;
 }

@@ -82,6 +82,7 @@ struct JournalSlot {
   };
   State state = State::kEmpty;
   uint64_t sequence = 0;  // from the header (meaningful for kInvalid and kValid)
+  uint32_t flags = 0;     // the header's (format::kJournalFlag*), kInvalid and kValid
   std::string error;      // kTorn, kInvalid: what is wrong
   // kValid: (offset, record image) of every entry, in journal order.
   std::vector<std::pair<uint64_t, std::string>> images;
@@ -136,7 +137,9 @@ class Journal {
   //  - true: the journal persist succeeded, so the transaction is durable (a replay
   //    completes the home records whatever their own persist did): the caller applies
   //    it in memory and still reports the error.
-  absl::Status Commit(const Transaction& txn, bool* committed);
+  // `flags` (format::kJournalFlag*) go into the transaction's header; the caller
+  // vouches for what they promise. An empty `txn` writes nothing, flags included.
+  absl::Status Commit(const Transaction& txn, bool* committed, uint32_t flags = 0);
 
   // Persists the home images still carried, so the home records alone describe the
   // pool (for a clean close). Fails with the region's persist error, as Commit does.
@@ -155,6 +158,7 @@ class Journal {
     bool torn = false;         // a slot held a write that never committed: ignored
     uint64_t sequence = 0;     // of the replayed transaction; 0 if none
     uint32_t records = 0;
+    uint32_t flags = 0;        // the replayed transaction's header flags; 0 if none
     // (offset, record image) of the committed transaction, applied or not.
     std::vector<std::pair<uint64_t, std::string>> images;
   };
@@ -167,7 +171,7 @@ class Journal {
  private:
   // Builds the journal image of `txn` in buffer_, plus (`with_carried`) the carried
   // images it does not replace.
-  void Build(const Transaction& txn, bool with_carried);
+  void Build(const Transaction& txn, bool with_carried, uint32_t flags);
   // Persists the carried home images (one flush of their span) and forgets them (Sync;
   // Commit when a transaction with them would not fit in a slot).
   void PersistCarried();

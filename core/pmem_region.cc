@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -61,18 +62,31 @@ class ScopedFd {
 class MappedRegion : public PersistentRegion {
  public:
   // SEEK_DATA/SEEK_HOLE return their result and only move the descriptor's offset,
-  // which nothing reads: concurrent calls are safe.
+  // which nothing reads: concurrent calls are safe. A SEEK_HOLE costs as much as the
+  // data run it crosses, and on tmpfs that is a walk of every page to the hole (of a
+  // fully written pool: to its end), whatever `end` is. So the last data run found is
+  // remembered and a call inside it makes no system call. A
+  // remembered run never becomes wrong in the direction that matters: a hole filled
+  // since is still outside it (asked again), and a run only loses data if the file's
+  // pages are punched out, which walfs never does (reading a hole reads zeros anyway).
   DataRange MaybeData(uint64_t off, uint64_t end) const override {
     if (holes_fd_ < 0 || off >= end) return {off, end};
+    {
+      std::lock_guard<std::mutex> l(run_mu_);
+      if (off >= run_begin_ && off < run_end_) return {off, std::min(end, run_end_)};
+    }
     const off_t data = ::lseek(holes_fd_, static_cast<off_t>(off), SEEK_DATA);
     if (data < 0) return errno == ENXIO ? DataRange{end, end} : DataRange{off, end};
     const uint64_t begin = static_cast<uint64_t>(data);
     if (begin >= end) return {end, end};
     const off_t hole = ::lseek(holes_fd_, data, SEEK_HOLE);
-    if (hole < 0 || static_cast<uint64_t>(hole) >= end || static_cast<uint64_t>(hole) <= begin) {
-      return {begin, end};
+    if (hole < 0 || static_cast<uint64_t>(hole) <= begin) return {begin, end};
+    {
+      std::lock_guard<std::mutex> l(run_mu_);
+      run_begin_ = begin;
+      run_end_ = static_cast<uint64_t>(hole);
     }
-    return {begin, static_cast<uint64_t>(hole)};
+    return {begin, std::min(end, static_cast<uint64_t>(hole))};
   }
 
   // `holes_fd` (owned from now on) answers MaybeData; regions over a device have none.
@@ -106,6 +120,9 @@ class MappedRegion : public PersistentRegion {
   const std::string path_;
   const std::string range_label_;  // "pool PATH", for CheckRange's message
   int holes_fd_ = -1;
+  // The last data run MaybeData found: [run_begin_, run_end_) of the file.
+  mutable std::mutex run_mu_;
+  mutable uint64_t run_begin_ = 0, run_end_ = 0;
   const size_t mapped_len_;
   const bool mapped_by_pmem_;
 };

@@ -140,8 +140,18 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay,
   if (!s.ok()) return s;
   s = CheckTree();
   if (!s.ok()) return s;
-  // Free space is not read here (pool_state.h): blocks are checked when first allocated.
-  guard_.Init(state.uninit_begin, state.uninit_end, alloc_.free_runs());
+  // Free space is not read here (pool_state.h). It is trusted when the newest
+  // transaction says it is zero, or when nothing was committed since mkfs; otherwise
+  // blocks are checked when first allocated (or ahead of that: VerifyFreeSpaceAhead).
+  const bool trusted =
+      !replay.replayed || (replay.flags & format::kJournalFlagFreeSpaceZero) != 0;
+  guard_.Init(state.uninit_begin, state.uninit_end,
+              trusted ? std::map<uint64_t, uint64_t>{} : alloc_.free_runs());
+  PublishVerified();
+  {
+    MutexLock jl(&journal_mu_);
+    journal_flags_ = replay.replayed ? replay.flags : 0;
+  }
   return absl::OkStatus();
 }
 
@@ -397,6 +407,7 @@ absl::Status Pool::PrepareBlocks(const format::Extent& e) {
   const uint64_t begin = guard_.uninit_begin(), end = guard_.uninit_end();
   absl::Status s = guard_.Prepare(*region_, sb_.data_offset, e);
   if (guard_.uninit_begin() != begin || guard_.uninit_end() != end) NoteStateChanged();
+  PublishVerified();
   return s;
 }
 
@@ -525,8 +536,20 @@ std::string Pool::ReserveNote() const {
 
 uint64_t Pool::VerifyFreeSpaceAhead(uint64_t max_blocks) {
   if (read_only_) return 0;
+  FreeSpaceGuard::Span span;
+  {
+    MutexLock l(&ns_mu_);
+    span = guard_.NextAhead(max_blocks);
+  }
+  if (span.empty()) return 0;
+  // Unlocked: blocks allocated meanwhile are verified by their Prepare and are no longer
+  // marked by AheadDone (pool_state.h).
+  const uint64_t bad = FreeSpaceGuard::FirstNonZero(*region_, sb_.data_offset, span.begin,
+                                                    span.end);
   MutexLock l(&ns_mu_);
-  return guard_.VerifyAhead(*region_, sb_.data_offset, max_blocks);
+  guard_.AheadDone(span, bad);
+  PublishVerified();
+  return (bad < span.end ? bad + 1 : span.end) - span.begin;
 }
 
 FsStats Pool::Statfs() {
@@ -592,6 +615,24 @@ absl::Status Pool::Close() {
   }
   ReclaimAll(orphans);
   if (absl::Status s = CommitPendingFrees(); !s.ok()) return s;
+  {
+    // Free space became known zero after the newest commit (verified since): one more
+    // commit says so, so that the next open trusts it instead of reading it again.
+    MutexLock l(&journal_mu_);
+    const uint32_t flags = CommitFlags();
+    if ((flags & ~journal_flags_) != 0) {
+      Transaction txn;
+      txn.PutState(state_);
+      bool done = false;
+      absl::Status s = journal_->Commit(txn, &done, flags);
+      if (done) {
+        state_dirty_ = false;
+        journal_flags_ = flags;
+        counters_.journal_commits.fetch_add(1, std::memory_order_relaxed);
+      }
+      if (!s.ok()) return s;
+    }
+  }
   // msync mode: the home records of the last transactions may be stored but only
   // durable through the journal (journal.h); a clean close persists them at home too.
   {
@@ -654,18 +695,21 @@ absl::Status Pool::GrowDataArea(uint64_t new_blocks) {
     // The state image in this transaction is the whole record, pending marks included
     // (state_ holds them), so whatever state_dirty_ promised is committed with it.
     MutexLock l(&journal_mu_);
-    s = journal_->Commit(txn, &done);
+    const uint32_t flags = CommitFlags();
+    s = journal_->Commit(txn, &done, flags);
     if (done) {
       state_ = next;
       state_dirty_ = false;
+      journal_flags_ = flags;
     }
   }
   if (done) {
     grown_.store(true);
     counters_.journal_commits.fetch_add(1, std::memory_order_relaxed);
     // The range as committed, so a later NoteStateChanged does not write the old one
-    // back (this pool allocates only from its old blocks, see pool.h).
-    guard_.Init(begin, end, alloc_.free_runs());
+    // back (this pool allocates only from its old blocks, see pool.h). What was verified
+    // stays so: the new blocks are in the range or zero.
+    guard_.SetRange(begin, end);
   }
   return s;
 }
@@ -675,15 +719,18 @@ absl::Status Pool::Commit(const Transaction& txn, bool* committed) {
   absl::Status s;
   {
     MutexLock l(&journal_mu_);
+    const uint32_t flags = CommitFlags();
     if (state_dirty_) {
       // The marks moved (a fresh slot or uninitialised blocks taken): they commit with
       // the first transaction after, which is the one using them or an earlier one.
       Transaction with_state = txn;
       with_state.PutState(state_);
-      s = journal_->Commit(with_state, &done);
+      s = journal_->Commit(with_state, &done, flags);
       if (done) state_dirty_ = false;
+      if (done) journal_flags_ = flags;
     } else {
-      s = journal_->Commit(txn, &done);
+      s = journal_->Commit(txn, &done, flags);
+      if (done && !txn.empty()) journal_flags_ = flags;
     }
   }
   if (done) counters_.journal_commits.fetch_add(1, std::memory_order_relaxed);

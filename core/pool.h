@@ -112,9 +112,13 @@ class Pool {
   absl::Status Readdir(InodeId ino, uint64_t cookie,
                        const std::function<bool(const DirEntry&)>& fn);
   FsStats Statfs();
-  // FreeSpaceGuard::VerifyAhead under ns_mu_ (held for one call: `max_blocks` bounds how
-  // long an allocation may wait for it). 0 when nothing is left, or on a read-only pool.
+  // FreeSpaceGuard's verification ahead of allocation, one step of at most `max_blocks`:
+  // ns_mu_ is held to choose the blocks and to mark them, not while they are read.
+  // Returns the blocks looked at; 0 when nothing is left, or on a read-only pool.
   uint64_t VerifyFreeSpaceAhead(uint64_t max_blocks);
+  // Whether all free space outside the uninitialised range is known zero (trusted at
+  // open, or verified since): commits then carry format::kJournalFlagFreeSpaceZero.
+  bool free_space_known_zero() const { return free_space_zero_.load(); }
   Counters counters() const;
   absl::Status Close();
 
@@ -372,6 +376,12 @@ class Pool {
   uint64_t inode_high_ ABSL_GUARDED_BY(ns_mu_) = 0;
   uint64_t dirent_high_ ABSL_GUARDED_BY(ns_mu_) = 0;
   FreeSpaceGuard guard_ ABSL_GUARDED_BY(ns_mu_);
+  // guard_.unverified_blocks() == 0, published after every change of guard_ so that a
+  // commit reads it without ns_mu_. Only Init makes it false again (open).
+  std::atomic<bool> free_space_zero_{false};
+  void PublishVerified() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ns_mu_) {
+    free_space_zero_.store(guard_.unverified_blocks() == 0);
+  }
   // What Statfs reports, published by PublishFree so that it takes no lock: free blocks
   // and inodes, and the blocks of orphans being zeroed (free as soon as their reclaim
   // starts, since an allocation that needs them waits for it: AwaitReclaims).
@@ -395,6 +405,14 @@ class Pool {
   // The PoolState image the next commit adds when state_dirty_ (Commit).
   format::PoolState state_ ABSL_GUARDED_BY(journal_mu_){};
   bool state_dirty_ ABSL_GUARDED_BY(journal_mu_) = false;
+  // The header flags of the newest committed transaction (replayed at open, or written
+  // since): Close commits the state once more when free space became known zero after
+  // it, so that the next open trusts it.
+  uint32_t journal_flags_ ABSL_GUARDED_BY(journal_mu_) = 0;
+  // The flags a commit made now may carry.
+  uint32_t CommitFlags() const {
+    return free_space_zero_.load() ? format::kJournalFlagFreeSpaceZero : 0;
+  }
 
   std::atomic<uint32_t> reclaims_in_flight_{0};
   std::atomic<uint64_t> reclaims_done_{0};

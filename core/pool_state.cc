@@ -60,12 +60,8 @@ void FreeSpaceGuard::Init(uint64_t uninit_begin, uint64_t uninit_end,
   }
 }
 
-namespace {
-
-// The first block of [a, b) that is not zero, or b. Holes of the pool file read as
-// zeros: only what may hold data is read.
-uint64_t FirstNonZeroBlock(const PersistentRegion& region, uint64_t data_offset, uint64_t a,
-                           uint64_t b) {
+uint64_t FreeSpaceGuard::FirstNonZero(const PersistentRegion& region, uint64_t data_offset,
+                                      uint64_t a, uint64_t b) {
   for (uint64_t from = a; from < b;) {
     const PersistentRegion::DataRange data =
         MaybeDataBlocks(region, data_offset, kBlockSize, from, b);
@@ -77,8 +73,6 @@ uint64_t FirstNonZeroBlock(const PersistentRegion& region, uint64_t data_offset,
   return b;
 }
 
-}  // namespace
-
 void FreeSpaceGuard::MarkVerified(uint64_t a, uint64_t b) {
   auto run = std::prev(unverified_.upper_bound(a));
   const uint64_t run_begin = run->first, run_end = run->first + run->second;
@@ -88,21 +82,42 @@ void FreeSpaceGuard::MarkVerified(uint64_t a, uint64_t b) {
   unverified_blocks_ -= b - a;
 }
 
-uint64_t FreeSpaceGuard::VerifyAhead(PersistentRegion& region, uint64_t data_offset,
-                                     uint64_t max_blocks) {
-  if (max_blocks == 0) return 0;
+void FreeSpaceGuard::MarkVerifiedWhereUnverified(uint64_t a, uint64_t b) {
+  auto it = unverified_.upper_bound(a);
+  if (it != unverified_.begin()) --it;
+  while (it != unverified_.end() && it->first < b) {
+    const uint64_t x = std::max(a, it->first);
+    const uint64_t y = std::min(b, it->first + it->second);
+    ++it;  // MarkVerified replaces the run; the next one stays valid
+    if (x < y) MarkVerified(x, y);
+  }
+}
+
+FreeSpaceGuard::Span FreeSpaceGuard::NextAhead(uint64_t max_blocks) const {
+  if (max_blocks == 0) return {};
   auto it = unverified_.upper_bound(ahead_cursor_);
   if (it != unverified_.begin() && std::prev(it)->first + std::prev(it)->second > ahead_cursor_) {
     --it;
   }
-  if (it == unverified_.end()) return 0;
+  if (it == unverified_.end()) return {};
   const uint64_t a = std::max(ahead_cursor_, it->first);
-  const uint64_t b = std::min(it->first + it->second, a + max_blocks);
-  const uint64_t bad = FirstNonZeroBlock(region, data_offset, a, b);
-  if (bad > a) MarkVerified(a, bad);
+  return {a, std::min(it->first + it->second, a + max_blocks)};
+}
+
+void FreeSpaceGuard::AheadDone(const Span& span, uint64_t first_bad) {
+  if (span.empty()) return;
+  first_bad = std::clamp(first_bad, span.begin, span.end);
+  MarkVerifiedWhereUnverified(span.begin, first_bad);
   // A block that is not zero is skipped: Prepare reports it if it is ever taken.
-  ahead_cursor_ = bad < b ? bad + 1 : b;
-  return ahead_cursor_ - a;
+  ahead_cursor_ = std::max(ahead_cursor_, first_bad < span.end ? first_bad + 1 : span.end);
+}
+
+uint64_t FreeSpaceGuard::VerifyAhead(PersistentRegion& region, uint64_t data_offset,
+                                     uint64_t max_blocks) {
+  const Span span = NextAhead(max_blocks);
+  if (span.empty()) return 0;
+  AheadDone(span, FirstNonZero(region, data_offset, span.begin, span.end));
+  return ahead_cursor_ - span.begin;
 }
 
 absl::Status FreeSpaceGuard::Prepare(PersistentRegion& region, uint64_t data_offset,
@@ -116,7 +131,7 @@ absl::Status FreeSpaceGuard::Prepare(PersistentRegion& region, uint64_t data_off
     const uint64_t a = std::max(begin, it->first);
     const uint64_t b = std::min(end, it->first + it->second);
     if (a >= b) continue;
-    if (const uint64_t blk = FirstNonZeroBlock(region, data_offset, a, b); blk < b) {
+    if (const uint64_t blk = FirstNonZero(region, data_offset, a, b); blk < b) {
       return absl::DataLossError(absl::StrCat(
           "data block ", blk, " (offset ", data_offset + blk * kBlockSize,
           ") is free space but not zero; it is not handed out: run fsck.walfs --repair"));

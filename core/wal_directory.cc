@@ -93,6 +93,8 @@ FsStats WalDirectory::Statfs() { return pool_->Statfs(); }
 uint64_t WalDirectory::VerifyFreeSpaceAhead(uint64_t max_blocks) {
   return pool_->VerifyFreeSpaceAhead(max_blocks);
 }
+
+bool WalDirectory::FreeSpaceKnownZero() const { return pool_->free_space_known_zero(); }
 absl::StatusOr<Lease> WalDirectory::AcquireLease(InodeId ino, bool renew) {
   return pool_->AcquireLease(ino, renew);
 }

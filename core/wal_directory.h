@@ -281,11 +281,15 @@ class WalDirectory {
 
   // Reads up to `max_blocks` of the free space not yet known to be zero (space free since
   // the pool was opened), so that the allocations which take it later read nothing: the
-  // first 16 MiB segment allocated from a fresh or reopened pool otherwise reads 16 MiB
-  // while PostgreSQL waits. Meant for a background thread, called until it returns 0;
-  // the namespace lock is held for one call. Free space that is not zero is left for
-  // the allocation to refuse, as without it.
+  // first 16 MiB segment allocated from space not known to be zero otherwise reads 16
+  // MiB while PostgreSQL waits. Meant for a background thread, called until it returns
+  // 0; the namespace lock is held to pick and to mark the blocks, not while they are
+  // read. Free space that is not zero is left for the allocation to refuse, as without
+  // it.
   uint64_t VerifyFreeSpaceAhead(uint64_t max_blocks);
+  // Whether all free space is known zero (core/pool_state.h): trusted at open because
+  // the newest transaction says so, or verified since. Nothing is left to verify ahead.
+  bool FreeSpaceKnownZero() const;
 
   // Persists everything pending and reclaims unreferenced orphans (clean unmount).
   absl::Status Close();

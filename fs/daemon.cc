@@ -105,21 +105,27 @@ class UsageWatchThread {
 };
 
 // Verifies the pool's free space ahead of its allocations (WalDirectory::
-// VerifyFreeSpaceAhead) from mount until done or destroyed, in pmem mode only: there the
-// reads are memory reads, and a segment allocated from space not yet verified reads its
-// 16 MiB while PostgreSQL waits (5 ms per segment of a bulk load on the 2-core guest,
-// README "New pools on tmpfs"). In msync mode the free space is a disk file's: reading
-// all of it at every mount would cost more I/O than the allocations it spares, so it is
-// left to them as before. One call holds the namespace lock for kStepBlocks (256 KiB,
-// tens of microseconds); the thread yields between calls.
+// VerifyFreeSpaceAhead) from mount until done or destroyed, in pmem mode only, and only
+// when the pool does not already know its free space is zero (core/pool_state.h: a pool
+// last written by a walfs that did not say so, or with a block found not zero). In pmem
+// mode the reads are memory reads, and a segment allocated from space not yet verified
+// reads its 16 MiB while PostgreSQL waits. In msync mode the free space is a disk
+// file's: reading all of it would cost more I/O than the allocations it spares, so it is
+// left to them. The pool's locks are held only to pick and mark each step's blocks, not
+// while they are read, and the thread runs as SCHED_IDLE: it takes only CPU time that
+// nothing else wants, so it never delays the requests it works ahead of.
 class FreeSpaceVerifyThread {
  public:
-  static constexpr uint64_t kStepBlocks = 64;
+  static constexpr uint64_t kStepBlocks = 512;  // 2 MiB: one lock round trip per step
 
   explicit FreeSpaceVerifyThread(core::WalDirectory& dir) {
-    if (dir.mode() != core::DurabilityMode::kPmem) return;
+    if (dir.mode() != core::DurabilityMode::kPmem || dir.FreeSpaceKnownZero()) return;
     TerminationSignalsBlocked blocked;
     thread_ = std::thread([this, &dir] {
+      const sched_param idle{};
+      if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0) {
+        Log(LOG_INFO, "free space check ahead of allocation runs at normal priority");
+      }
       const auto start = std::chrono::steady_clock::now();
       uint64_t blocks = 0;
       while (!stop_.load(std::memory_order_relaxed)) {

@@ -198,6 +198,9 @@ int Inspect(const std::string& pool, bool json) {
   std::printf("journal     %s\n", r.journal_sequence
                                       ? absl::StrCat("last transaction ", r.journal_sequence).c_str()
                                       : "empty");
+  std::printf("free space  %s\n", r.free_space_trusted
+                                      ? "kept zero by walfs: the next mount reads none of it"
+                                      : "not known zero: the next mount checks it before use");
   const size_t errors = r.Count(core::FsckProblem::kError, false);
   const size_t warnings = r.Count(core::FsckProblem::kWarning, false);
   std::printf("check       %s\n",

@@ -10,9 +10,13 @@
 #    on the way was repaired), and the daemon still refuses.
 # journal-torn is the one harmless kind: bytes that fail the journal CRC are what a
 # transaction torn before its commit point leaves, so the daemon mounts and fsck is clean.
-# free-space is found later than at the mount: the daemon does not read free space at
-# mount (format v2), it refuses the scribbled blocks when they are first allocated, before
-# any file gets them; fsck reports and repairs it as before.
+# free-space is not found by the daemon: the pool's newest transaction says walfs kept
+# free space zero (core/pool_state.h), so the mount trusts it without reading it; fsck
+# reports the block, says that walfs did not write it, and repairs it.
+# free-space-untrusted (the same in a pool whose journal does not say so, as an older
+# walfs leaves it) is found later than at the mount: the daemon refuses the scribbled
+# blocks when they are first allocated, before any file gets them; fsck reports and
+# repairs it as before.
 source "$(dirname "$0")/lib/common.sh"
 require_fuse
 DAMAGE=$WALFS_BUILD_DIR/tests/tools/walfs_damage
@@ -124,8 +128,24 @@ expect_fsck 0 "" "$P"
 expect_fsck 0 "bad crc: torn before its commit point" -v "$P"
 expect_intact "$P"
 
-log "damage: free-space (refused when first allocated)"
+log "damage: free-space (trusted by the mount, found by fsck)"
 kind=free-space
+P=$W/$kind.pool
+cp --sparse=always "$W/pristine.pool" "$P"
+"$DAMAGE" "$P" "$kind" || fail "$kind: walfs_damage failed"
+expect_fsck 4 "although the journal says walfs kept free space zero" "$P"
+mount_walfs "$P" "$MNT"
+hashes "$MNT" >"$W/got"
+diff "$W/expected" "$W/got" >&2 || fail "$kind: files differ on the damaged pool"
+grep -q "free space checked ahead" "$WALFS_LOG" && fail "$kind: the daemon read free space"
+umount_walfs "$MNT"
+expect_fsck 1 "" --repair "$P"
+expect_fsck 0 "" "$P"
+expect_intact "$P"
+rm -f "$P"
+
+log "damage: free-space-untrusted (refused when first allocated)"
+kind=free-space-untrusted
 P=$W/$kind.pool
 cp --sparse=always "$W/pristine.pool" "$P"
 "$DAMAGE" "$P" "$kind" || fail "$kind: walfs_damage failed"
@@ -155,6 +175,8 @@ log "every kind the damage tool knows is covered"
 for k in $("$DAMAGE" --list | cut -d' ' -f1); do
   [ "$k" = journal-torn ] && continue
   [ "$k" = free-space ] && continue
+  [ "$k" = free-space-untrusted ] && continue
+  [ "$k" = untrusted-free-space ] && continue  # not damage (fs_basic_test.sh)
   [ "$k" = symlink-parent ] && continue  # a crafted pool for export (tools_test.sh)
   covered=0
   for c in "${CASES[@]}"; do [ "${c%%|*}" = "$k" ] && covered=1; done

@@ -272,6 +272,21 @@ bool FreeSpaceNotZero(Pool& p) {
   return true;
 }
 
+// The newest committed transaction no longer says free space is zero, as a walfs
+// before format::kJournalFlagFreeSpaceZero left it (its crc recomputed).
+bool ClearFreeSpaceFlag(Pool& p) {
+  const core::JournalContents journal = core::ReadJournal(p.base, p.sb);
+  if (journal.committed() == nullptr) return Fail("no committed journal transaction");
+  char* slot = p.At(core::JournalSlotOffset(p.sb, static_cast<uint64_t>(journal.newest)));
+  format::JournalHeader h;
+  std::memcpy(&h, slot, sizeof(h));
+  h.flags &= ~format::kJournalFlagFreeSpaceZero;
+  h.crc = 0;
+  h.crc = core::Crc32c(core::Crc32c(0, &h, sizeof(h)), slot + sizeof(h), h.payload_bytes);
+  std::memcpy(slot, &h, sizeof(h));
+  return true;
+}
+
 
 // The state record fails its checksum (the journal's image too, if it names it).
 // Records planted in slots a pool has not used yet (above the state record's marks,
@@ -467,6 +482,14 @@ const std::vector<Kind>& Kinds() {
       {"nlink", "a file's link count is 4 too high", WrongLinkCount},
       {"dir-cycle", "two directories are each other's parent", DirectoryCycle},
       {"free-space", "a free data block is not zero", FreeSpaceNotZero},
+      {"untrusted-free-space",
+       "the journal does not say free space is zero, as a walfs before the flag leaves a "
+       "pool (not damage: the next mount checks free space before use)",
+       ClearFreeSpaceFlag},
+      {"free-space-untrusted",
+       "a free data block is not zero, and the journal does not say free space is zero "
+       "(a pool an older walfs wrote)",
+       [](Pool& p) { return FreeSpaceNotZero(p) && ClearFreeSpaceFlag(p); }},
       {"state-crc", "the state record fails its checksum", StateChecksum},
       {"state-uninit", "the state record's uninitialised range covers the files",
        StateUninitOwned},

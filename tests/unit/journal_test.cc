@@ -125,6 +125,48 @@ TEST_F(JournalReplayTest, TransactionsAlternateSlotsAndTheNewestWins) {
   EXPECT_EQ(TagOf(r->images[0].second), 300u);
 }
 
+// Header flags: what Commit is given is what ParseJournalSlot and Replay read back, per
+// transaction; bits this walfs does not know are read as they are (and ignored by
+// Pool); a header written before flags existed (reserved bytes, zero) reads as none.
+TEST_F(JournalReplayTest, HeaderFlagsAreWrittenPerTransactionAndReadBack) {
+  Journal j(region_, sb_, 1, /*carry_home_images=*/false);
+  Transaction t;
+  t.PutInode(sb_, 5, Inode(100));
+  bool done = false;
+  ASSERT_TRUE(j.Commit(t, &done, f::kJournalFlagFreeSpaceZero | 0x80000000u).ok());
+  ASSERT_TRUE(done);
+  JournalContents c = ReadJournal(region_.data(), sb_);
+  ASSERT_NE(c.committed(), nullptr);
+  EXPECT_EQ(c.committed()->flags, f::kJournalFlagFreeSpaceZero | 0x80000000u);
+  auto r = Journal::Replay(region_, sb_, false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->flags, f::kJournalFlagFreeSpaceZero | 0x80000000u);
+
+  // The next transaction carries its own flags, none here.
+  ASSERT_TRUE(j.Commit(t, &done).ok());
+  r = Journal::Replay(region_, sb_, false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->sequence, 2u);
+  EXPECT_EQ(r->flags, 0u);
+
+  // An empty transaction writes nothing: the newest header keeps its flags.
+  ASSERT_TRUE(j.Commit(Transaction{}, &done, f::kJournalFlagFreeSpaceZero).ok());
+  EXPECT_TRUE(done);
+  r = Journal::Replay(region_, sb_, false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->sequence, 2u);
+  EXPECT_EQ(r->flags, 0u);
+
+  // A slot written field by field as before flags existed.
+  f::InodeRecord rec = Inode(300);
+  rec.crc = RecordCrc(&rec, sizeof(rec));
+  WriteSlot(1, 3, InodeOffset(sb_, 5), std::string(reinterpret_cast<const char*>(&rec), sizeof(rec)));
+  r = Journal::Replay(region_, sb_, false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->sequence, 3u);
+  EXPECT_EQ(r->flags, 0u);
+}
+
 TEST_F(JournalReplayTest, TornNewestFallsBackToTheOtherSlot) {
   Journal j(region_, sb_, 1, /*carry_home_images=*/false);
   CommitInode(j, 5, 100);  // slot 1

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/crc32c.h"
 #include "core/fsck.h"
+#include "core/journal.h"
 #include "core/memory_region.h"
 #include "core/persistent_region.h"
 #include "core/status.h"
@@ -56,6 +57,29 @@ format::PoolState StateOf(const std::string& image) {
   format::PoolState s;
   std::memcpy(&s, image.data() + format::kStateOffset, sizeof(s));
   return s;
+}
+
+// Commits the pool's state record once more as a walfs that knows no journal flags
+// writes it (format::kJournalFlagFreeSpaceZero clear), so that the next open checks
+// free space as it must for such a pool. `image` is a closed pool's.
+void AsAnOlderWalfsLeftIt(std::string& image) {
+  MemoryRegion region(image);
+  const format::Superblock sb = SuperblockOf(image);
+  const JournalContents j = ReadJournal(region.data(), sb);
+  Journal journal(region, sb, j.newest < 0 ? 1 : j.slots[j.newest].sequence + 1,
+                  /*carry_home_images=*/false);
+  Transaction txn;
+  txn.PutState(StateOf(image));
+  bool done = false;
+  ASSERT_TRUE(journal.Commit(txn, &done, /*flags=*/0).ok());
+  ASSERT_TRUE(done);
+  image = region.bytes();
+}
+
+// The newest committed transaction's header flags.
+uint32_t NewestFlags(const std::string& image) {
+  const JournalContents j = ReadJournal(image.data(), SuperblockOf(image));
+  return j.committed() != nullptr ? j.committed()->flags : 0;
 }
 
 std::string ReadAll(WalDirectory& d, InodeId ino, uint64_t size) {
@@ -158,11 +182,13 @@ TEST(PoolStateTest, ALazyPoolOverGarbageBehavesAsAZeroedOne) {
   ExpectFsckClean(*again);
 }
 
-// Open no longer reads free space. A scribbled free block is found when it is first
+// Open no longer reads free space. In a pool whose newest transaction does not say free
+// space is zero (an older walfs's), a scribbled free block is found when it is first
 // allocated, before it reaches a file (DataLoss naming it, so EIO at the mount), and
 // fsck still reports it and --repair zeroes it.
 TEST(PoolStateTest, NonZeroFreeSpaceIsRefusedBeforeItIsHandedOut) {
   std::string image = testing::FormattedImage();
+  AsAnOlderWalfsLeftIt(image);
   const format::Superblock sb = SuperblockOf(image);
   // The lowest free block: where the next segment goes.
   const uint64_t off = sb.data_offset + 5 * format::kBlockSize + 100;
@@ -419,6 +445,7 @@ TEST(FreeSpaceGuardTest, VerifyAheadMarksZeroSpaceAndLeavesScribblesToPrepare) {
 // scribble found ahead is still refused when allocated.
 TEST(PoolStateTest, FreeSpaceVerifiedAheadIsHandedOutAndScribblesStillRefused) {
   std::string image = testing::FormattedImage();
+  AsAnOlderWalfsLeftIt(image);
   const format::Superblock sb = SuperblockOf(image);
   std::string* bytes = nullptr;
   auto dir = Open(image, &bytes);
@@ -434,6 +461,7 @@ TEST(PoolStateTest, FreeSpaceVerifiedAheadIsHandedOutAndScribblesStillRefused) {
   ASSERT_TRUE(dir->Close().ok());
 
   image = testing::FormattedImage();
+  AsAnOlderWalfsLeftIt(image);
   std::memcpy(image.data() + sb.data_offset + 5 * format::kBlockSize + 100, "stale", 5);
   dir = Open(image, &bytes);
   ASSERT_NE(dir, nullptr);
@@ -475,6 +503,167 @@ TEST(FreeSpaceGuardTest, OverAFileSkipsHolesAndStillRefusesDataThatIsNotZero) {
   }
   ::unlink(path.c_str());
   ::rmdir(dir);
+}
+
+// A pool only this walfs wrote (or mkfs's, nothing committed yet) is trusted at open:
+// nothing to verify, every commit says free space is zero, and so does the newest
+// transaction after a clean close. fsck still reads free space, and says that a block
+// it finds not zero there was not written by walfs.
+TEST(PoolStateTest, FreeSpaceIsTrustedWhenTheNewestTransactionSaysItIsZero) {
+  std::string image = testing::FormattedImage();
+  EXPECT_EQ(ReadJournal(image.data(), SuperblockOf(image)).newest, -1);
+  std::string* bytes = nullptr;
+  auto dir = Open(image, &bytes);
+  ASSERT_NE(dir, nullptr);
+  EXPECT_TRUE(dir->FreeSpaceKnownZero()) << "nothing committed since mkfs";
+  EXPECT_EQ(dir->VerifyFreeSpaceAhead(64), 0u);
+  auto seg = dir->Create(kRoot, kSegment1, 0600, kUser, true);
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  EXPECT_EQ(NewestFlags(*bytes), format::kJournalFlagFreeSpaceZero);
+  ASSERT_TRUE(dir->Write(seg->ino, 0, Bytes("wal"), false).ok());
+  ASSERT_TRUE(dir->Unlink(kRoot, kSegment1).ok());
+  dir->Forget(seg->ino, 1);  // reclaimed: zeroed, then freed by a commit
+  auto f = dir->Create(kRoot, "f", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(dir->Close().ok());
+  image = *bytes;
+  EXPECT_EQ(NewestFlags(image), format::kJournalFlagFreeSpaceZero);
+  ExpectFsckClean(image);
+
+  dir = Open(image, &bytes);
+  ASSERT_NE(dir, nullptr);
+  EXPECT_TRUE(dir->FreeSpaceKnownZero());
+  EXPECT_EQ(dir->VerifyFreeSpaceAhead(64), 0u);
+  ASSERT_TRUE(dir->Close().ok());
+
+  // Something other than walfs writes into free space: fsck reports it and why it
+  // matters.
+  const format::Superblock sb = SuperblockOf(image);
+  std::memcpy(image.data() + sb.data_offset + 7 * format::kBlockSize, "stray", 5);
+  MemoryRegion region(image);
+  auto report = CheckPool(region, FsckOptions{});
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->free_space_trusted);
+  EXPECT_EQ(report->journal_flags, format::kJournalFlagFreeSpaceZero);
+  bool found = false;
+  for (const auto& p : report->problems) {
+    found |= p.where == "data blocks 7-7" &&
+             p.what.find("although the journal says walfs kept free space zero") !=
+                 std::string::npos;
+  }
+  EXPECT_TRUE(found);
+}
+
+// A pool an older walfs left is verified (here ahead of allocation, as the daemon does),
+// then trusted: the next commit says so, and a clean close commits once more to say so
+// when nothing else did. Until all of it is verified, commits do not say so.
+TEST(PoolStateTest, FreeSpaceOfAnOlderWalfsPoolIsVerifiedOnceThenTrusted) {
+  std::string image = testing::FormattedImage();
+  AsAnOlderWalfsLeftIt(image);
+  {
+    MemoryRegion region(image);
+    auto report = CheckPool(region, FsckOptions{});
+    ASSERT_TRUE(report.ok());
+    EXPECT_FALSE(report->free_space_trusted);
+  }
+  std::string* bytes = nullptr;
+  auto dir = Open(image, &bytes);
+  ASSERT_NE(dir, nullptr);
+  EXPECT_FALSE(dir->FreeSpaceKnownZero());
+  auto f = dir->Create(kRoot, "f", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(NewestFlags(*bytes), 0u) << "not verified yet";
+  uint64_t looked = 0;
+  while (const uint64_t n = dir->VerifyFreeSpaceAhead(100)) looked += n;
+  EXPECT_GT(looked, 0u);
+  EXPECT_TRUE(dir->FreeSpaceKnownZero());
+  EXPECT_EQ(NewestFlags(*bytes), 0u) << "verification alone commits nothing";
+  ASSERT_TRUE(dir->Close().ok());
+  image = *bytes;
+  EXPECT_EQ(NewestFlags(image), format::kJournalFlagFreeSpaceZero) << "the close says so";
+  ExpectFsckClean(image);
+  dir = Open(image, &bytes);
+  ASSERT_NE(dir, nullptr);
+  EXPECT_TRUE(dir->FreeSpaceKnownZero());
+  EXPECT_EQ(dir->VerifyFreeSpaceAhead(64), 0u);
+  ASSERT_TRUE(dir->Close().ok());
+
+  // Not all verified (a short mount): the close does not say so, the next open checks.
+  image = testing::FormattedImage();
+  AsAnOlderWalfsLeftIt(image);
+  dir = Open(image, &bytes);
+  ASSERT_NE(dir, nullptr);
+  EXPECT_GT(dir->VerifyFreeSpaceAhead(16), 0u);
+  EXPECT_FALSE(dir->FreeSpaceKnownZero());
+  ASSERT_TRUE(dir->Close().ok());
+  EXPECT_EQ(NewestFlags(*bytes), 0u);
+  dir = Open(*bytes, &bytes);
+  ASSERT_NE(dir, nullptr);
+  EXPECT_FALSE(dir->FreeSpaceKnownZero());
+  ASSERT_TRUE(dir->Close().ok());
+}
+
+// A block found not zero keeps free space untrusted, across closes, until fsck repairs
+// it: no commit says free space is zero while it is there.
+TEST(PoolStateTest, AScribbleKeepsFreeSpaceUntrustedUntilRepaired) {
+  std::string image = testing::FormattedImage();
+  AsAnOlderWalfsLeftIt(image);
+  const format::Superblock sb = SuperblockOf(image);
+  std::memcpy(image.data() + sb.data_offset + 9 * format::kBlockSize + 1, "x", 1);
+  std::string* bytes = nullptr;
+  auto dir = Open(image, &bytes);
+  ASSERT_NE(dir, nullptr);
+  while (dir->VerifyFreeSpaceAhead(64) != 0) {
+  }
+  EXPECT_FALSE(dir->FreeSpaceKnownZero());
+  auto f = dir->Create(kRoot, "f", 0600, kUser, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(dir->Close().ok());
+  EXPECT_EQ(NewestFlags(*bytes), 0u);
+  dir = Open(*bytes, &bytes);
+  ASSERT_NE(dir, nullptr);
+  EXPECT_FALSE(dir->FreeSpaceKnownZero());
+  EXPECT_EQ(dir->Create(kRoot, kSegment1, 0600, kUser, true).status().code(),
+            absl::StatusCode::kDataLoss);
+  ASSERT_TRUE(dir->Close().ok());
+
+  MemoryRegion region(*bytes);
+  auto repaired = CheckPool(region, FsckOptions{.repair = true});
+  ASSERT_TRUE(repaired.ok());
+  EXPECT_TRUE(repaired->clean());
+  dir = Open(region.bytes(), &bytes);
+  ASSERT_NE(dir, nullptr);
+  while (dir->VerifyFreeSpaceAhead(64) != 0) {
+  }
+  EXPECT_TRUE(dir->FreeSpaceKnownZero());
+  EXPECT_TRUE(dir->Create(kRoot, kSegment1, 0600, kUser, true).ok());
+  ASSERT_TRUE(dir->Close().ok());
+  EXPECT_EQ(NewestFlags(*bytes), format::kJournalFlagFreeSpaceZero);
+}
+
+// The verification ahead reads without the lock: blocks an allocation took (and
+// verified) between NextAhead and AheadDone are not its to mark, and a bad block that
+// was taken meanwhile does not hide the rest of the step from the next one.
+TEST(FreeSpaceGuardTest, AheadStepsLeaveBlocksTakenWhileTheyWereRead) {
+  MemoryRegion region(64 * format::kBlockSize);
+  FreeSpaceGuard g;
+  g.Init(0, 0, {{0, 64}});
+  FreeSpaceGuard::Span span = g.NextAhead(32);
+  EXPECT_EQ(span.begin, 0u);
+  EXPECT_EQ(span.end, 32u);
+  EXPECT_TRUE(g.NextAhead(0).empty());
+  // An allocation of [4, 12) verifies it under the lock meanwhile.
+  ASSERT_TRUE(g.Prepare(region, 0, {4, 8}).ok());
+  EXPECT_EQ(g.unverified_blocks(), 56u);
+  // The read saw block 6 written (by the allocation's owner) and stopped there.
+  g.AheadDone(span, 6);
+  EXPECT_EQ(g.unverified_blocks(), 52u) << "[0, 4) marked; [12, 32) not read yet";
+  span = g.NextAhead(64);
+  EXPECT_EQ(span.begin, 12u) << "resumes past the taken block, not at the next run";
+  EXPECT_EQ(span.end, 64u);
+  g.AheadDone(span, FreeSpaceGuard::FirstNonZero(region, 0, span.begin, span.end));
+  EXPECT_EQ(g.unverified_blocks(), 0u);
+  EXPECT_TRUE(g.NextAhead(64).empty());
 }
 
 }  // namespace

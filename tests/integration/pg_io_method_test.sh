@@ -57,7 +57,6 @@ run_case() {
   pg_initdb "$w"
   pg_conf "$w" "io_method = $method" "io_workers = 3" "track_wal_io_timing = on" \
     "max_wal_size = 128MB" "min_wal_size = 64MB"
-  _PG_CLUSTERS+=("$w")
   if ! start_or_refused "$w" "$method"; then
     log "SKIP (io_uring, mode $mode): the server cannot use io_uring here: $REFUSED"
     IO_SKIPPED+=("$mode/$method: $REFUSED")

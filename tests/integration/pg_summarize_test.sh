@@ -39,7 +39,7 @@ summarized_past() {
 summary_count() { pg_sql "$1" 'SELECT count(*) FROM pg_available_wal_summaries()'; }
 
 run_mode() {
-  local mode=$1 w mnt pool lsn before after list files f n b r rows expect redos
+  local mode=$1 w mnt pool lsn before after list files f n b r incr rows expect redos
   log "=== mode $mode"
   pg_workdir
   w=$W
@@ -106,7 +106,8 @@ run_mode() {
   as_postgres "$PG_BIN/pg_basebackup" -h "$w/run" -D "$b/full" -c fast -X stream \
     >"$w/run/basebackup-full.client.log" 2>&1 ||
     { cat "$w/run/basebackup-full.client.log" >&2; fail "full pg_basebackup failed"; }
-  pg_bench_run "$w" between-backups -n -c 2 -j 1 -T 3 >/dev/null
+  # A bounded change, so that most relation files are sent as incremental files.
+  pg_bench_run "$w" between-backups -n -c 2 -j 1 -t 100 >/dev/null
   pg_sql "$w" 'CREATE TABLE marker AS SELECT g AS i FROM generate_series(1, 1000) g'
   expect=$(pg_sql "$w" "SELECT (SELECT count(*) FROM committed) || '|' || (SELECT sum(abalance) FROM pgbench_accounts) || '|' || (SELECT count(*) FROM marker)")
   as_postgres "$PG_BIN/pg_basebackup" -h "$w/run" -D "$b/incr" -c fast -X stream \
@@ -114,8 +115,9 @@ run_mode() {
     { cat "$w/run/basebackup-incr.client.log" >&2; fail "pg_basebackup --incremental failed"; }
   # Rows written after the incremental backup must not be in the restored cluster.
   pg_sql "$w" 'INSERT INTO marker VALUES (-1)'
-  find "$b/incr" -name 'INCREMENTAL.*' | grep -q . ||
-    fail "the incremental backup holds no incremental file"
+  n=$(find "$b/incr" -name 'INCREMENTAL.*' | wc -l)
+  ((n > 0)) || fail "the incremental backup holds no incremental file"
+  incr=$n
   r=$w/restored
   mkdir -p "$r/run"
   chown postgres: "$r" "$r/run"
@@ -141,7 +143,7 @@ run_mode() {
   ((n > 0)) || fail "no WAL segment of the restored cluster on the mount"
   [ "$(readlink "$r/data/pg_wal")" = "$mnt/restored_wal" ] || fail "restored pg_wal is not the mount"
   pg_stop "$r" fast
-  log "incremental backup combined and restored ($rows), its pg_wal on the mount ($n segments)"
+  log "incremental backup ($incr incremental files) combined and restored ($rows), its pg_wal on the mount ($n segments)"
 
   pg_finish "$w" "$pool"
 }

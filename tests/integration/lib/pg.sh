@@ -88,6 +88,14 @@ _pg_report() {
 # entry is bound at its own path, over the chroot's private /dev/shm.
 _PG_CHROOT_POOL_BINDS=(/dev/shm)
 
+# _pg_chroot_mount MOUNT-ARGS... TARGET: mount(8), undone at exit. Registered before any
+# mount of the test's own, so undone after every one of them; lazy and recursive, so
+# nothing stays mounted inside the shared cache.
+_pg_chroot_mount() {
+  mount "$@" || fail "mount $* failed"
+  on_exit "umount -R -l '${*: -1}'"
+}
+
 # _pg_chroot_enter: makes (or finds) the chroot of WALFS_PG_VERSION, sets PG_ROOT, and
 # mounts into it what a test needs (see "Other versions" above); every mount is undone
 # at exit. Skips when Debian's archive is unreachable (tools/pg-chroot's exit 3).
@@ -103,12 +111,6 @@ _pg_chroot_enter() {
     *) fail "tools/pg-chroot ensure $WALFS_PG_VERSION failed (exit $rc)" ;;
   esac
   PG_ROOT=$root
-  # Undone in reverse order of mounting, after every unmount of the test (registered
-  # first). Lazy and recursive: nothing may stay mounted inside the shared cache.
-  _pg_chroot_mount() {
-    mount "$@" || fail "mount $* failed"
-    on_exit "umount -R -l '${*: -1}'"
-  }
   _pg_chroot_mount -t tmpfs -o mode=1777,size=64m walfs-tmp "$root/tmp"
   mkdir -p "$root$_WALFS_SCRATCH"
   # The scratch root becomes a shared mount, and its bind inside is its peer: mounts made

@@ -19,11 +19,11 @@ WALFS=$WALFS_BUILD_DIR/fs/walfs
 MKFS=$WALFS_BUILD_DIR/tools/mkfs.walfs
 FSCK=$WALFS_BUILD_DIR/tools/fsck.walfs
 WALFSCTL=$WALFS_BUILD_DIR/tools/walfsctl
-# The PostgreSQL major version under test (lib/pg.sh; 17 and 18 run in a Debian chroot,
-# PG_ROOT, and PG_BIN is the path inside it).
+# The PostgreSQL major version under test. 17 and 18 run in a Debian chroot (lib/pg.sh sets
+# PG_ROOT to it in pg_require); PG_BIN is then the path inside it.
 WALFS_PG_VERSION=${WALFS_PG_VERSION:-15}
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/$WALFS_PG_VERSION/bin}
-PG_ROOT=${PG_ROOT:-}
+PG_ROOT=
 
 _CLEANUP=()     # commands run in reverse order at exit
 _ON_FAILURE=()  # commands run in order at a failing exit, before the cleanup

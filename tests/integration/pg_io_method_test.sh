@@ -5,13 +5,15 @@
 # commit is there, pg_stat_io counts WAL writes and fsyncs, and the pool ends clean.
 # io_uring can be refused by the kernel or a seccomp filter (io_uring_setup fails): that
 # case is then skipped with the server's reason, logged as "SKIP (io_uring): ...", and the
-# test passes on the worker case alone.
+# test passes on the worker case alone; that the refusal is recognized is checked with
+# io_uring_setup made to fail (strace fault injection).
 # Registered for PostgreSQL 18 and later (WALFS_PG_SINCE_pg_io_method_test in CMake).
 source "$(dirname "$0")/lib/common.sh"
 source "$(dirname "$0")/lib/pg.sh"
 
 pg_require
 ((WALFS_PG_VERSION >= 18)) || skip "io_method needs PostgreSQL 18 or later, not $WALFS_PG_VERSION"
+[ -x "$PG_ROOT/usr/bin/strace" ] || fail "strace is missing in ${PG_ROOT:-the host} (tools/pg-chroot installs it)"
 
 # PostgreSQL 18 adds no setting to the WRITE-AHEAD LOG section of postgresql.conf.sample
 # (17 -> 18: io_method, io_workers, io_max_concurrency, io_max_combine_limit,
@@ -21,6 +23,35 @@ pg_require
 
 IO_RAN=()
 IO_SKIPPED=()
+
+# uring_refusal LOG: the line of a server log saying io_uring was refused (by the kernel,
+# a seccomp filter or the build), or nothing.
+uring_refusal() {
+  grep -E 'io_uring.*(Operation not permitted|Function not implemented|not supported|Cannot allocate memory|Permission denied)' \
+    "$1" | tail -n 1
+}
+
+# refusal_recognized W: with the server of W stopped, a start with io_method = io_uring
+# while io_uring_setup fails (strace fault injection, EPERM as a seccomp filter or
+# kernel.io_uring_disabled give) must fail with a reason uring_refusal recognizes, so the
+# skip above is taken for what it is meant for only. Leaves io_method = worker.
+refusal_recognized() {
+  local w=$1 log=$1/run/pg-refused.log lib=()
+  if [ "$WALFS_PG_DIRECT" = 1 ]; then lib=(env "LD_PRELOAD=$WALFS_DIRECT_LIB"); fi
+  pg_conf "$w" "io_method = io_uring"
+  if as_postgres strace -f -qq -o /dev/null -e trace=io_uring_setup \
+    -e inject=io_uring_setup:error=EPERM ${lib[@]+"${lib[@]}"} \
+    "$PG_BIN/pg_ctl" -D "$w/data" -l "$log" -w -t 60 start >/dev/null 2>&1; then
+    fail "the server started with io_method = io_uring while io_uring_setup failed"
+  fi
+  pg_kill "$w"
+  [ -n "$(uring_refusal "$log")" ] || {
+    tail -n 20 "$log" >&2
+    fail "a refused io_uring is not recognized in the server log: the io_uring case would fail, not skip"
+  }
+  log "io_uring refusal recognized: $(uring_refusal "$log")"
+  pg_conf "$w" "io_method = worker"
+}
 
 # start_or_refused W METHOD: starts the server; returns 1 (and sets REFUSED) when it
 # cannot start because io_uring is refused, fails on any other start failure.
@@ -37,8 +68,7 @@ start_or_refused() {
   fi
   pg_kill "$w"
   if [ "$method" = io_uring ]; then
-    REFUSED=$(grep -E 'io_uring.*(Operation not permitted|Function not implemented|not supported|Cannot allocate memory|Permission denied)' \
-      "$w/run/pg.log" | tail -n 1)
+    REFUSED=$(uring_refusal "$w/run/pg.log")
     if [ -n "$REFUSED" ]; then return 1; fi
   fi
   tail -n 30 "$w/run/pg.log" >&2
@@ -84,6 +114,11 @@ run_case() {
   ((${io% *} > 0)) || fail "pg_stat_io counts no WAL write with io_method = $method ($io)"
   log "io_method = $method: pgbench, kill -9 and recovery passed; pg_stat_io WAL writes/fsyncs: $io"
   IO_RAN+=("$mode/$method")
+  if [ "$method" = worker ]; then
+    pg_stop "$w" fast
+    refusal_recognized "$w"
+    pg_start "$w"
+  fi
   pg_finish "$w" "$pool"
 }
 

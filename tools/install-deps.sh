@@ -14,6 +14,8 @@ PACKAGES=(
   python3 file groff-base systemd           # test helpers, man page and unit checks
   nlohmann-json3-dev                        # JSON reader of walfsctl (header-only)
   dpkg-dev lintian                          # dpkg-buildflags, dpkg-shlibdeps; package checks
+  debootstrap strace                        # PostgreSQL 17/18 chroots (tools/pg-chroot);
+                                            # the direct library's coverage test
 )
 case "${1:-}" in
   -h|--help)

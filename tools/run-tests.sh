@@ -9,7 +9,13 @@ Usage: tools/run-tests.sh [--quick] [CTEST-ARGUMENTS...]
 Installs the dependencies (as root: tools/install-deps.sh, apt-get), builds walfs in
 ./build (RelWithDebInfo, warnings are errors) and runs, in order:
   1. the whole suite with ctest (unit, crash, tools, integration with real FUSE mounts
-     and a real PostgreSQL 15 run as postgres, packaging, benchmark smoke);
+     and a real PostgreSQL run as postgres, packaging, benchmark smoke). PostgreSQL 15
+     is the host's; 17 and 18 run in Debian chroots made once by tools/pg-chroot
+     (debootstrap from deb.debian.org, cached in /var/cache/walfs/pg-chroots; their
+     tests skip when the archive is unreachable). For 17 and 18 the suite runs the
+     crash, kill-loop (2 cycles) and version-specific tests with the direct library and
+     the library's coverage check; WALFS_PG_MATRIX=full runs every PostgreSQL test for
+     every version, with and without the library;
   2. a build with Debian's dpkg-buildflags (Release, hardening=+all: CPPFLAGS, CXXFLAGS
      and LDFLAGS) in ./build-dpkg, built only, so that it stays warning-free;
   3. the unit and crash tests and the fast mount tests under AddressSanitizer + UBSan
@@ -24,7 +30,12 @@ All of it takes under an hour on 2 cores (50 minutes measured), stage 2 about 5 
   -h, --help       show this help and exit
 Other arguments go to the ctest run of stage 1, e.g. -L unit, -R '^tools\.'.
 
+The whole PostgreSQL matrix (15, 17, 18; every test with and without the library):
+  WALFS_PG_MATRIX=full tools/run-tests.sh --quick -L 'pg1[578]'
+One version: ... --quick -L pg17 (labels pg15, pg17, pg18; direct = with the library).
+
 Environment: BUILD_DIR (build), WALFS_SKIP_DEPS=1 (no apt-get as root),
+WALFS_PG_MATRIX (ci: the PostgreSQL 17/18 subset above; full: all of it),
 WALFS_BUILDFLAGS_RUN=0, WALFS_SANITIZE_RUN=0, WALFS_FUZZ_RUN=0 (skip stage 2, 3, 4),
 WALFS_STRESS_SECS (10), WALFS_FUZZ_SECONDS (60).
 Exit status: 0 when every stage run passed, non-zero otherwise.
@@ -45,7 +56,8 @@ if [ "$(id -u)" -eq 0 ] && [ "${WALFS_SKIP_DEPS:-0}" != 1 ]; then
 fi
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=$(nproc)
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_WERROR=ON
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_WERROR=ON \
+  -DWALFS_PG_MATRIX="${WALFS_PG_MATRIX:-ci}"
 cmake --build "$BUILD_DIR" -j"$JOBS"
 (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 1200 "$@")
 

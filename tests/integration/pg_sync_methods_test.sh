@@ -2,7 +2,8 @@
 # Every wal_sync_method on a walfs mount: fdatasync, fsync, open_datasync, open_sync,
 # wal_init_zero on and off (with wal_recycle=off so segments are really created, sparse),
 # and wal_level=minimal + max_wal_senders=0 + open_datasync, which opens WAL with
-# O_DIRECT|O_DSYNC in PostgreSQL 15. For each: a short pgbench with segment switches,
+# O_DIRECT|O_DSYNC in PostgreSQL 15 (16 and later: O_DSYNC; debug_io_direct = wal adds
+# O_DIRECT, a case of its own there). For each: a short pgbench with segment switches,
 # the open flags of the server's WAL fds checked in /proc, an immediate stop (crash
 # recovery replays WAL from the mount), and every committed pgbench transaction present.
 #
@@ -14,6 +15,11 @@ pg_require
 
 readonly O_DSYNC=$((8#10000)) O_SYNC_ONLY=$((8#4000000)) O_DIRECT=$((8#40000))
 
+# PostgreSQL 16 stopped opening WAL with O_DIRECT for wal_level = minimal; it does so for
+# debug_io_direct = wal instead (checked below, 16 and later).
+MINIMAL_DIRECT=1
+((WALFS_PG_VERSION < 16)) || MINIMAL_DIRECT=0
+
 # name | settings (;-separated) | expected flags: dsync, sync, direct (1/0)
 CONFIGS=(
   "fdatasync|wal_sync_method = fdatasync|0 0 0"
@@ -21,10 +27,13 @@ CONFIGS=(
   "open_datasync|wal_sync_method = open_datasync|1 0 0"
   "open_sync|wal_sync_method = open_sync|1 1 0"
   "init_zero_off|wal_sync_method = fdatasync;wal_init_zero = off;wal_recycle = off|0 0 0"
-  "minimal_open_datasync|wal_level = minimal;max_wal_senders = 0;wal_sync_method = open_datasync;wal_init_zero = on;wal_recycle = on|1 0 1"
+  "minimal_open_datasync|wal_level = minimal;max_wal_senders = 0;wal_sync_method = open_datasync;wal_init_zero = on;wal_recycle = on|1 0 $MINIMAL_DIRECT"
 )
+if ((WALFS_PG_VERSION >= 16)); then
+  CONFIGS+=("io_direct_wal|wal_sync_method = open_datasync;debug_io_direct = wal|1 0 1")
+fi
 if [ "$WALFS_PG_LONG" = 1 ]; then
-  CONFIGS+=("minimal_open_sync|wal_level = minimal;max_wal_senders = 0;wal_sync_method = open_sync|1 1 1")
+  CONFIGS+=("minimal_open_sync|wal_level = minimal;max_wal_senders = 0;wal_sync_method = open_sync|1 1 $MINIMAL_DIRECT")
 fi
 
 # check_wal_fd_flags W DSYNC SYNC DIRECT: every WAL segment fd held by the server's
@@ -36,7 +45,8 @@ check_wal_fd_flags() {
     for p in $(pg_server_pids "$w"); do
       for fd in /proc/"$p"/fd/*; do
         target=$(readlink "$fd" 2>/dev/null) || continue
-        [[ $target =~ ^$w/wal/pg_wal/[0-9A-F]{24}( \(deleted\))?$ ]] || continue
+        # A chrooted server's files show with the chroot's path in front.
+        [[ $target =~ ^$PG_ROOT$w/wal/pg_wal/[0-9A-F]{24}( \(deleted\))?$ ]] || continue
         flags=$(sed -n 's/^flags:[[:space:]]*//p' "/proc/$p/fdinfo/${fd##*/}" 2>/dev/null) || continue
         [ -n "$flags" ] || continue
         flags=$((8#$flags))

@@ -19,7 +19,11 @@ WALFS=$WALFS_BUILD_DIR/fs/walfs
 MKFS=$WALFS_BUILD_DIR/tools/mkfs.walfs
 FSCK=$WALFS_BUILD_DIR/tools/fsck.walfs
 WALFSCTL=$WALFS_BUILD_DIR/tools/walfsctl
-PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+# The PostgreSQL major version under test. 17 and 18 run in a Debian chroot (lib/pg.sh sets
+# PG_ROOT to it in pg_require); PG_BIN is then the path inside it.
+WALFS_PG_VERSION=${WALFS_PG_VERSION:-15}
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/$WALFS_PG_VERSION/bin}
+PG_ROOT=
 
 _CLEANUP=()     # commands run in reverse order at exit
 _ON_FAILURE=()  # commands run in order at a failing exit, before the cleanup
@@ -61,7 +65,7 @@ require_fuse() {
 }
 
 require_postgres() {
-  [ -x "$PG_BIN/initdb" ] || skip "PostgreSQL 15 is missing ($PG_BIN)"
+  [ -x "$PG_ROOT$PG_BIN/initdb" ] || skip "PostgreSQL $WALFS_PG_VERSION is missing ($PG_ROOT$PG_BIN)"
   id postgres >/dev/null 2>&1 || skip "no postgres user"
 }
 

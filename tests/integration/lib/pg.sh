@@ -23,11 +23,29 @@
 #                          "pmem" (msync mode grants no lease), and pg_finish requires
 #                          that the daemon granted leases. ctest runs every pg_*_test
 #                          this way too, as integration.pg_*_test_direct.
+#   WALFS_PG_VERSION       PostgreSQL major version, default 15 (the host's). 17 and 18
+#                          run in a Debian chroot (tools/pg-chroot, cached): see "Other
+#                          versions" below. ctest runs them as integration.*_pg17/_pg18.
+#
+# Other versions: the test re-runs itself in a private mount namespace (so no mount it
+# makes can outlive it) and pg_require enters the chroot PG_ROOT of WALFS_PG_VERSION (made
+# once by tools/pg-chroot; the test skips when Debian's archive is unreachable to make
+# it, and only then). The daemon, mkfs, fsck and walfsctl run on the host as for 15; every
+# as_postgres command runs chrooted, as the chroot's postgres user (the host's uid and
+# gid). Paths are the same inside and out: the test's scratch root (work dirs: W/data,
+# W/run, W/wal) is bound at its own path in the chroot as a shared mount, so the walfs
+# mount made outside at W/wal appears inside, and its unmount (or a daemon's death)
+# reaches both. Inside also: /proc, /dev (without its submounts), a private /dev/shm for
+# PostgreSQL's shared memory, and the binds the direct library needs (_PG_CHROOT_POOL_BINDS).
+# The library is copied into the scratch root and preloaded from there.
 
 WALFS_TEST_NO_MOUNT=${WALFS_TEST_NO_MOUNT:-0}
 if [ "$WALFS_TEST_NO_MOUNT" = 1 ] && [ -n "${DASHBOARD_TEST_FROM_CTEST:-}${CTEST_INTERACTIVE_DEBUG_MODE:-}" ]; then
   log "WALFS_TEST_NO_MOUNT=1 ignored: ctest runs always use a real walfs mount"
   WALFS_TEST_NO_MOUNT=0
+fi
+if [ "$WALFS_PG_VERSION" != 15 ]; then
+  reexec_in_mount_namespace "$@"
 fi
 WALFS_PG_DIRECT=${WALFS_PG_DIRECT:-0}
 WALFS_DIRECT_LIB=${WALFS_DIRECT_LIB:-$WALFS_BUILD_DIR/fs/direct/libwalfs-direct.so}
@@ -64,10 +82,64 @@ _pg_report() {
   done
 }
 
-# pg_require: skips (77) without PostgreSQL 15 or /dev/fuse; fails if walfs is not built.
+# Binds into the chroot that only the current direct-access protocol needs: the library
+# opens the pool by its path and reads the daemon's stamps in /dev/shm. Pools are made in
+# /dev/shm or in a work dir (under the scratch root, bound anyway: pg_pool_path). Each
+# entry is bound at its own path, over the chroot's private /dev/shm.
+_PG_CHROOT_POOL_BINDS=(/dev/shm)
+
+# _pg_chroot_mount MOUNT-ARGS... TARGET: mount(8), undone at exit. Registered before any
+# mount of the test's own, so undone after every one of them; lazy and recursive, so
+# nothing stays mounted inside the shared cache.
+_pg_chroot_mount() {
+  mount "$@" || fail "mount $* failed"
+  on_exit "umount -R -l '${*: -1}'"
+}
+
+# _pg_chroot_enter: makes (or finds) the chroot of WALFS_PG_VERSION, sets PG_ROOT, and
+# mounts into it what a test needs (see "Other versions" above); every mount is undone
+# at exit. Skips when Debian's archive is unreachable (tools/pg-chroot's exit 3).
+_pg_chroot_enter() {
+  local rc=0 root m
+  [ -n "${WALFS_IN_MOUNT_NS:-}" ] || fail "chroot runs need the private mount namespace"
+  command -v debootstrap >/dev/null ||
+    skip "debootstrap is missing (tools/install-deps.sh): no chroot for PostgreSQL $WALFS_PG_VERSION"
+  root=$("$WALFS_SOURCE_DIR/tools/pg-chroot" ensure "$WALFS_PG_VERSION") || rc=$?
+  case $rc in
+    0) ;;
+    3) skip "no chroot for PostgreSQL $WALFS_PG_VERSION: Debian's archive is unreachable (tools/pg-chroot above)" ;;
+    *) fail "tools/pg-chroot ensure $WALFS_PG_VERSION failed (exit $rc)" ;;
+  esac
+  PG_ROOT=$root
+  _pg_chroot_mount -t tmpfs -o mode=1777,size=64m walfs-tmp "$root/tmp"
+  mkdir -p "$root$_WALFS_SCRATCH"
+  # The scratch root becomes a shared mount, and its bind inside is its peer: mounts made
+  # below it later (walfs at W/wal) propagate in, and so do their unmounts.
+  _pg_chroot_mount --bind "$_WALFS_SCRATCH" "$_WALFS_SCRATCH"
+  mount --make-shared "$_WALFS_SCRATCH" || fail "mount --make-shared $_WALFS_SCRATCH failed"
+  _pg_chroot_mount --bind "$_WALFS_SCRATCH" "$root$_WALFS_SCRATCH"
+  _pg_chroot_mount -t proc proc "$root/proc"
+  _pg_chroot_mount --bind /dev "$root/dev"
+  _pg_chroot_mount -t tmpfs -o mode=1777,size=256m walfs-shm "$root/dev/shm"
+  for m in "${_PG_CHROOT_POOL_BINDS[@]}"; do
+    _pg_chroot_mount --bind "$m" "$root$m"
+  done
+  if [ "$WALFS_PG_DIRECT" = 1 ]; then
+    [ -f "$WALFS_DIRECT_LIB" ] || fail "direct-access library not built: $WALFS_DIRECT_LIB"
+    mkdir -p "$_WALFS_SCRATCH/lib"
+    cp "$WALFS_DIRECT_LIB" "$_WALFS_SCRATCH/lib/libwalfs-direct.so"
+    chmod 0755 "$_WALFS_SCRATCH/lib" "$_WALFS_SCRATCH/lib/libwalfs-direct.so"
+    WALFS_DIRECT_LIB=$_WALFS_SCRATCH/lib/libwalfs-direct.so
+  fi
+  log "PostgreSQL $WALFS_PG_VERSION in the chroot $root ($(chroot "$root" "$PG_BIN/postgres" --version))"
+}
+
+# pg_require: skips (77) without PostgreSQL WALFS_PG_VERSION (its chroot for 17 and 18)
+# or /dev/fuse; fails if walfs is not built.
 pg_require() {
+  if [ "$WALFS_PG_VERSION" != 15 ]; then _pg_chroot_enter; fi
   require_postgres
-  [ -x "$PG_BIN/pgbench" ] || skip "pgbench is missing ($PG_BIN)"
+  [ -x "$PG_ROOT$PG_BIN/pgbench" ] || skip "pgbench is missing ($PG_ROOT$PG_BIN)"
   if [ "$WALFS_TEST_NO_MOUNT" = 1 ]; then
     log "WALFS_TEST_NO_MOUNT=1: plain directory instead of a walfs mount (development only)"
     return 0
@@ -77,6 +149,17 @@ pg_require() {
   if [ "$WALFS_PG_DIRECT" = 1 ]; then
     [ -f "$WALFS_DIRECT_LIB" ] || fail "direct-access library not built: $WALFS_DIRECT_LIB"
     log "direct access: PostgreSQL preloads $WALFS_DIRECT_LIB"
+  fi
+}
+
+# as_postgres CMD...: runs a command as the postgres user (chrooted into PG_ROOT when set;
+# the working directory is then the chroot's /).
+as_postgres() {
+  if [ -n "$PG_ROOT" ]; then
+    chroot --userspec=postgres:postgres "$PG_ROOT" \
+      env HOME=/var/lib/postgresql USER=postgres LOGNAME=postgres "$@"
+  else
+    runuser -u postgres -- "$@"
   fi
 }
 
@@ -248,10 +331,11 @@ pg_postmaster_pid() {
 }
 
 # pg_server_pids W: every process of the cluster in W (the postmaster and its children,
-# also children orphaned by a killed postmaster): those whose cwd is W/data.
+# also children orphaned by a killed postmaster): those whose cwd is W/data (seen from
+# the host as PG_ROOT/W/data in a chroot).
 pg_server_pids() {
-  { find /proc -mindepth 2 -maxdepth 2 -name cwd -lname "$1/data" 2>/dev/null || true; } |
-    cut -d/ -f3
+  { find /proc -mindepth 2 -maxdepth 2 -name cwd \( -lname "$1/data" -o -lname "$PG_ROOT$1/data" \) \
+    2>/dev/null || true; } | cut -d/ -f3
 }
 
 # pg_kill W: stops the server however it can: pg_ctl -m immediate, then SIGKILL of every

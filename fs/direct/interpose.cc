@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <linux/openat2.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,7 +24,8 @@
 #include "fs/direct/direct_write.h"
 #include "fs/direct/fd_table.h"
 #include "fs/direct/lease.h"
-#include "fs/direct/pool_files.h"
+#include "fs/direct/owned_fds.h"
+#include "fs/direct/session.h"
 #include "fs/direct/switches.h"
 
 #define WALFS_EXPORT extern "C" __attribute__((visibility("default")))
@@ -31,8 +33,9 @@
 namespace walfs::direct {
 namespace {
 
-constinit FdTable g_table;
-constinit PoolFiles g_pools;
+constinit OwnedFds g_owned;
+constinit FdTable g_table(&g_owned);
+constinit Sessions g_sessions(&g_owned);
 
 // The next definition of `name` (libc's), resolved on first use. A symbol libc lacks
 // makes the call fail with ENOSYS.
@@ -88,24 +91,38 @@ inline ssize_t Pwritev(int fd, const struct iovec* iov, int iovcnt, off_t offset
   if (result == DirectResult::kPending) {
     // The descriptor's first write: take its lease now. Afterwards fd holds the lease or
     // nothing (or a newer pending entry, whose own first write will ask).
-    LeasePending(fd, ProductionLeaseSources(), g_table, g_pools);
+    LeasePending(fd, ProductionLeaseSources(), g_table, g_sessions);
     result = TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written);
   }
   if (result == DirectResult::kStored) return static_cast<ssize_t>(written);
   return real();
 }
 
+// In the lock order (owned_fds.h), released in reverse.
 void ForkPrepare() {
   g_table.ForkPrepare();
-  g_pools.ForkPrepare();
+  g_sessions.ForkPrepare();
+  g_owned.ForkPrepare();
 }
 void ForkParent() {
-  g_pools.ForkParent();
+  g_owned.ForkParent();
+  g_sessions.ForkParent();
   g_table.ForkParent();
 }
 void ForkChild() {
-  g_pools.ForkChild();
+  g_owned.ForkChild();
+  g_sessions.ForkChild();
   g_table.ForkChild();
+}
+
+// An O_APPEND set later would make the kernel ignore pwrite's offset: stop direct
+// stores before it takes effect.
+inline void BeforeFcntl(int fd, int cmd, long arg) {
+  if (cmd == F_SETFL && (arg & O_APPEND) != 0 && g_table.IsTracked(fd)) g_table.Untrack(fd);
+}
+
+inline int AfterFcntl(int cmd, int result) {
+  return cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC ? Created(result) : result;
 }
 
 __attribute__((constructor)) void Init() {
@@ -116,13 +133,14 @@ __attribute__((constructor)) void Init() {
 }  // namespace
 }  // namespace walfs::direct
 
-using walfs::direct::CloseRangeAroundPools;
+using walfs::direct::AfterFcntl;
+using walfs::direct::BeforeFcntl;
+using walfs::direct::CloseRangeAroundOwned;
 using walfs::direct::Created;
-using walfs::direct::g_pools;
+using walfs::direct::g_owned;
 using walfs::direct::g_table;
 using walfs::direct::ModeArg;
 using walfs::direct::Opened;
-using walfs::direct::PoolFiles;
 
 // ---- open family ----------------------------------------------------------------------
 
@@ -196,6 +214,18 @@ WALFS_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
   auto* real_fn = WALFS_REAL(__openat64_2);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
   return Opened(real_fn(dirfd, path, flags), flags);
+}
+
+// glibc 2.36 has no openat2 wrapper (programs use syscall(SYS_openat2), handled below);
+// a libc that has one is interposed here, one that has none gets the system call.
+extern "C" int openat2(int dirfd, const char* path, struct open_how* how, size_t size);
+WALFS_EXPORT int openat2(int dirfd, const char* path, struct open_how* how, size_t size) {
+  using Fn = int(int, const char*, struct open_how*, size_t);
+  static Fn* const next = reinterpret_cast<Fn*>(dlsym(RTLD_NEXT, "openat2"));
+  const int fd = next != nullptr
+                     ? next(dirfd, path, how, size)
+                     : static_cast<int>(WALFS_REAL(syscall)(SYS_openat2, dirfd, path, how, size));
+  return Opened(fd, fd >= 0 ? static_cast<int>(how->flags) : 0);
 }
 
 WALFS_EXPORT int creat(const char* path, mode_t mode) {
@@ -273,11 +303,11 @@ WALFS_EXPORT int fdatasync(int fd) {
 
 // ---- descriptor lifetime --------------------------------------------------------------
 
-// The pool descriptors are the library's, not the application's: a close of one by
-// number fails as it would have without us (EBADF), and ranges skip them.
+// The library-owned descriptors (owned_fds.h) are not the application's: a close of one
+// by number fails as it would have without us (EBADF), and ranges skip them.
 WALFS_EXPORT int close(int fd) {
+  if (g_owned.IsOwned(fd)) return errno = EBADF, -1;
   if (g_table.IsTracked(fd)) g_table.Untrack(fd);
-  if (g_pools.IsPoolFd(fd)) return errno = EBADF, -1;
   WALFS_CALL_REAL(close, fd);
 }
 
@@ -285,29 +315,28 @@ WALFS_EXPORT int close_range(unsigned int first, unsigned int last, int flags) n
   if ((flags & CLOSE_RANGE_CLOEXEC) == 0) g_table.UntrackRange(first, last);
   auto* real_fn = WALFS_REAL(close_range);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  return CloseRangeAroundPools(g_pools, first, last, flags,
+  return CloseRangeAroundOwned(g_owned, first, last, flags,
                                [&](unsigned a, unsigned b) { return real_fn(a, b, flags); });
 }
 
 WALFS_EXPORT void closefrom(int lowfd) noexcept {
   if (lowfd < 0) lowfd = 0;
   g_table.UntrackRange(static_cast<unsigned>(lowfd), UINT_MAX);
-  int pool_fds[PoolFiles::kMaxPools];
-  if (g_pools.PoolFdsIn(static_cast<unsigned>(lowfd), UINT_MAX, pool_fds) == 0) {
+  if (g_owned.NextOwned(static_cast<unsigned>(lowfd), UINT_MAX) < 0) {
     auto* real_fn = WALFS_REAL(closefrom);
     if (real_fn != nullptr) real_fn(lowfd);
     return;
   }
   auto* range_fn = WALFS_REAL(close_range);
   if (range_fn == nullptr) return;
-  CloseRangeAroundPools(g_pools, static_cast<unsigned>(lowfd), UINT_MAX, 0,
+  CloseRangeAroundOwned(g_owned, static_cast<unsigned>(lowfd), UINT_MAX, 0,
                         [&](unsigned a, unsigned b) { return range_fn(a, b, 0); });
 }
 
 WALFS_EXPORT int dup2(int oldfd, int newfd) noexcept {
   if (oldfd != newfd) {
     if (g_table.IsTracked(newfd)) g_table.Untrack(newfd);
-    g_pools.MoveAside(newfd);
+    g_owned.MoveAside(newfd);
   }
   WALFS_CALL_REAL(dup2, oldfd, newfd);
 }
@@ -315,7 +344,7 @@ WALFS_EXPORT int dup2(int oldfd, int newfd) noexcept {
 WALFS_EXPORT int dup3(int oldfd, int newfd, int flags) noexcept {
   if (oldfd != newfd) {
     if (g_table.IsTracked(newfd)) g_table.Untrack(newfd);
-    g_pools.MoveAside(newfd);
+    g_owned.MoveAside(newfd);
   }
   WALFS_CALL_REAL(dup3, oldfd, newfd, flags);
 }
@@ -333,14 +362,10 @@ WALFS_EXPORT int fcntl(int fd, int cmd, ...) {
   va_start(ap, cmd);
   const long arg = va_arg(ap, long);
   va_end(ap);
-  // An O_APPEND set later would make the kernel ignore pwrite's offset: stop direct
-  // stores before it takes effect.
-  if (cmd == F_SETFL && (arg & O_APPEND) != 0 && g_table.IsTracked(fd)) g_table.Untrack(fd);
+  BeforeFcntl(fd, cmd, arg);
   auto* real_fn = WALFS_REAL(fcntl);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  const int result = real_fn(fd, cmd, arg);
-  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return Created(result);
-  return result;
+  return AfterFcntl(cmd, real_fn(fd, cmd, arg));
 }
 
 extern "C" int fcntl64(int fd, int cmd, ...);
@@ -349,12 +374,10 @@ WALFS_EXPORT int fcntl64(int fd, int cmd, ...) {
   va_start(ap, cmd);
   const long arg = va_arg(ap, long);
   va_end(ap);
-  if (cmd == F_SETFL && (arg & O_APPEND) != 0 && g_table.IsTracked(fd)) g_table.Untrack(fd);
+  BeforeFcntl(fd, cmd, arg);
   auto* real_fn = WALFS_REAL(fcntl64);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  const int result = real_fn(fd, cmd, arg);
-  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return Created(result);
-  return result;
+  return AfterFcntl(cmd, real_fn(fd, cmd, arg));
 }
 
 // The stream will close fd inside libc (fclose), where we cannot see it.
@@ -365,6 +388,8 @@ WALFS_EXPORT FILE* fdopen(int fd, const char* mode) noexcept {
   return real_fn(fd, mode);
 }
 
+// The calls a program may make through syscall(2) rather than their wrappers (openat2
+// has no glibc wrapper at all): each gets what its wrapper gets above.
 WALFS_EXPORT long syscall(long number, ...) noexcept {
   va_list ap;
   va_start(ap, number);
@@ -373,17 +398,18 @@ WALFS_EXPORT long syscall(long number, ...) noexcept {
   va_end(ap);
   auto* real_fn = WALFS_REAL(syscall);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
+  const int fd0 = static_cast<int>(a[0]);
   switch (number) {
     case SYS_close:
-      if (g_table.IsTracked(static_cast<int>(a[0]))) g_table.Untrack(static_cast<int>(a[0]));
-      if (g_pools.IsPoolFd(static_cast<int>(a[0]))) return errno = EBADF, -1;
+      if (g_owned.IsOwned(fd0)) return errno = EBADF, -1;
+      if (g_table.IsTracked(fd0)) g_table.Untrack(fd0);
       break;
     case SYS_close_range:
       if ((a[2] & CLOSE_RANGE_CLOEXEC) == 0) {
         g_table.UntrackRange(static_cast<unsigned>(a[0]), static_cast<unsigned>(a[1]));
       }
-      return CloseRangeAroundPools(
-          g_pools, static_cast<unsigned>(a[0]), static_cast<unsigned>(a[1]), static_cast<int>(a[2]),
+      return CloseRangeAroundOwned(
+          g_owned, static_cast<unsigned>(a[0]), static_cast<unsigned>(a[1]), static_cast<int>(a[2]),
           [&](unsigned b, unsigned e) { return static_cast<int>(real_fn(number, b, e, a[2])); });
 #ifdef SYS_dup2
     case SYS_dup2:
@@ -391,9 +417,34 @@ WALFS_EXPORT long syscall(long number, ...) noexcept {
     case SYS_dup3:
       if (a[0] != a[1]) {
         if (g_table.IsTracked(static_cast<int>(a[1]))) g_table.Untrack(static_cast<int>(a[1]));
-        g_pools.MoveAside(static_cast<int>(a[1]));
+        g_owned.MoveAside(static_cast<int>(a[1]));
       }
       break;
+    case SYS_dup:
+      return Created(static_cast<int>(real_fn(number, a[0])));
+    case SYS_fcntl: {
+      const int cmd = static_cast<int>(a[1]);
+      BeforeFcntl(fd0, cmd, a[2]);
+      return AfterFcntl(cmd, static_cast<int>(real_fn(number, a[0], a[1], a[2])));
+    }
+#ifdef SYS_open
+    case SYS_open:
+      return Opened(static_cast<int>(real_fn(number, a[0], a[1], a[2])), static_cast<int>(a[1]));
+#endif
+#ifdef SYS_creat
+    case SYS_creat:
+      return Opened(static_cast<int>(real_fn(number, a[0], a[1])), O_CREAT | O_WRONLY | O_TRUNC);
+#endif
+    case SYS_openat:
+      return Opened(static_cast<int>(real_fn(number, a[0], a[1], a[2], a[3])),
+                    static_cast<int>(a[2]));
+    case SYS_openat2: {
+      const int fd = static_cast<int>(real_fn(number, a[0], a[1], a[2], a[3]));
+      // Read only after the kernel accepted the pointer.
+      const int flags =
+          fd >= 0 ? static_cast<int>(reinterpret_cast<const struct open_how*>(a[2])->flags) : 0;
+      return Opened(fd, flags);
+    }
     default:
       break;
   }

@@ -86,14 +86,15 @@ chmod 0755 "$CLIENT"
 
 # The victim: postgres's, 0600, outside any mount.
 VICTIM=$WORK/victim
-head -c $((1 << 20)) /dev/urandom >"$VICTIM"
+head -c $((8 << 20)) /dev/urandom >"$VICTIM"  # past the data area's start
 chown postgres: "$VICTIM"
 chmod 0600 "$VICTIM"
 victim_sum=$(sha256sum <"$VICTIM")
 
 # fake_run N MODE USER EXPECT...: walfs_fake_fuse MODE as USER with a pool of USER's; the
 # preloaded client writes two files on it. EXPECT words: "stored" (control: the pool must
-# change), "session", "hello", "lease" (log lines the server must have written).
+# change), "session", "connected", "hello", "lease" (log lines the server must have
+# written).
 fake_run() {
   local n=$1 mode=$2 user=$3
   shift 3
@@ -116,13 +117,15 @@ fake_run() {
     sleep 0.05
   done
   grep -q '^mounted' "$flog" || { cat "$flog" >&2; fail "$mode: the fake server did not mount"; }
-  grep -q " $mnt fuse.walfs " /proc/self/mountinfo ||
+  grep " $mnt " /proc/self/mountinfo | grep -q ' - fuse\.walfs ' ||
     fail "$mode: $mnt is not a fuse.walfs mount: $(grep " $mnt " /proc/self/mountinfo)"
   for f in 000000010000000000000001 000000010000000000000002; do
     out=$(runuser -u postgres -- env LD_PRELOAD="$LIB" WALFS_DIRECT_DEBUG=1 \
-      timeout 60 "$CLIENT" "$mnt/$f" 2>>"$clog") ||
+      timeout 60 "$CLIENT" "$mnt/$f" 2>>"$clog") || true
+    # Control: the stores went into the pool, so the server has only the zeros.
+    if [[ " $* " == *" stored "* ]] && [ "$out" = "read back differs" ]; then continue; fi
+    [ "$out" = ok ] ||
       { cat "$flog" "$clog" >&2; fail "$mode as $user: the client's writes to $f: $out"; }
-    [ "$out" = ok ] || fail "$mode as $user: $out"
     # Through the kernel once more, by another process: what the server stored.
     cmp -s <(head -c 8192 "$mnt/$f") <(head -c 8192 /dev/zero | tr '\0' a) &&
       cmp -s <(dd if="$mnt/$f" bs=4096 skip=16 count=1 status=none) \
@@ -136,7 +139,7 @@ fake_run() {
         [ "$(sha256sum <"$pool")" != "$pool_sum" ] ||
           { cat "$flog" "$clog" >&2; fail "$mode as $user: a same-uid server answering as walfs got no direct store: this harness would prove nothing"; }
         ;;
-      session | hello | lease)
+      session | connected | hello | lease)
         grep -q "^$want" "$flog" ||
           { cat "$flog" "$clog" >&2; fail "$mode as $user: the client never got to the forged step ($want)"; }
         ;;
@@ -146,7 +149,8 @@ fake_run() {
     [ "$(sha256sum <"$pool")" = "$pool_sum" ] ||
       { cat "$flog" "$clog" >&2; fail "$mode as $user: the client stored into the pool file the fake server passed"; }
   fi
-  log "$mode as $user: $(grep -c . "$clog" 2>/dev/null || echo 0) library debug lines; $(grep -E '^(cannot open victim|passing victim)' "$flog" | head -1)"
+  log "$mode as $user: $(grep -E '^(cannot open victim|passing victim)' "$flog" | head -1)"
+  [ ! -s "$clog" ] || sed 's/^/  /' "$clog" | sort -u -k3 >&2
   umount -l "$mnt"
   for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
   kill -9 "$pid" 2>/dev/null || true
@@ -155,8 +159,8 @@ fake_run() {
 log "control: right answers from a same-uid server get direct stores"
 fake_run 1 control postgres session hello lease stored
 log "forged answers"
-fake_run 2 control nobody session hello          # wrong peer: another user
-fake_run 3 victim nobody session hello           # cannot open the victim: its own file
+fake_run 2 control nobody session connected          # wrong peer: another user
+fake_run 3 victim nobody session connected           # cannot open the victim: its own file
 grep -q '^cannot open victim' "$WORK/fake3.log" || fail "nobody could open the victim"
 fake_run 4 victim postgres session hello         # the victim itself
 grep -q '^passing victim' "$WORK/fake4.log" || fail "the postgres server did not pass the victim"

@@ -31,13 +31,14 @@ on_failure "cat '$WALFS_LOG'"
 chmod 0777 "$M"
 dd if=/dev/zero of="$M/$SEG" bs=1M count=16 status=none
 chmod 0666 "$M/$SEG"
+POOL_ID=$(python3 -c 'import os, sys; s = os.stat(sys.argv[1]); print(f"{s.st_dev}:{s.st_ino}")' "$POOL")
 
 as_nobody() { setpriv --reuid nobody --regid nogroup --clear-groups "$@"; }
 
 log "nobody: raw session and lease ioctls"
 granted0=$(walfs_status_field "$M" leases_granted)
 writes0=$(walfs_status_field "$M" writes)
-out=$(as_nobody "$PROBE" "$M/$SEG" "$POOL" --ioctls) || fail "probe as nobody: $out"
+out=$(as_nobody "$PROBE" "$M/$SEG" "$POOL_ID" --ioctls) || fail "probe as nobody: $out"
 printf '%s\n' "$out" | sed 's/^/  /' >&2
 grep -qx 'session=EPERM' <<<"$out" || fail "nobody's session ioctl: $(grep '^session=' <<<"$out")"
 grep -qx 'lease=EPERM' <<<"$out" || fail "nobody's lease ioctl: $(grep '^lease=' <<<"$out")"
@@ -52,7 +53,7 @@ cmp <(head -c 8192 "$M/$SEG") <(head -c 8192 /dev/zero | tr '\0' n) || fail "nob
 
 log "nobody: writes through the preloaded library"
 writes0=$(walfs_status_field "$M" writes)
-out=$(as_nobody env LD_PRELOAD="$LIB" WALFS_DIRECT_DEBUG=1 "$PROBE" "$M/$SEG" "$POOL" 2>"$WORK/lib.log") ||
+out=$(as_nobody env LD_PRELOAD="$LIB" WALFS_DIRECT_DEBUG=1 "$PROBE" "$M/$SEG" "$POOL_ID" 2>"$WORK/lib.log") ||
   fail "preloaded probe as nobody: $out"
 printf '%s\n' "$out" | sed 's/^/  /' >&2
 grep -qx 'write=ok' <<<"$out" || fail "nobody's preloaded write: $(grep '^write=' <<<"$out")"
@@ -61,7 +62,7 @@ grep -qx 'clean' <<<"$out" || fail "the library gave nobody something of the poo
 (($(walfs_status_field "$M" writes) == writes0 + 1)) || fail "nobody's preloaded write did not go through FUSE"
 
 log "root (the pool's owner): the same probe gets a session and a lease"
-out=$("$PROBE" "$M/$SEG" "$POOL" --ioctls) || fail "probe as root: $out"
+out=$("$PROBE" "$M/$SEG" "$POOL_ID" --ioctls) || fail "probe as root: $out"
 printf '%s\n' "$out" | sed 's/^/  /' >&2
 grep -qx 'session=0' <<<"$out" || fail "root's session ioctl: $(grep '^session=' <<<"$out")"
 grep -qx 'hello=2 descriptors' <<<"$out" || fail "root's hello: $(grep '^hello=' <<<"$out")"

@@ -3,7 +3,8 @@
 # Before each mount, nobody pre-creates, as regular files, directories or symlinks, every
 # name a walfs daemon ever created outside its mount: the revocation stamps file
 # /dev/shm/walfs-leases.<pool dev>.<pool ino> and the power-cut image
-# /dev/shm/walfs-powercut.<dev>.<ino> (the daemon runs with powercut_sim). Then:
+# /dev/shm/walfs-powercut.<dev>.<ino> (the daemon runs with powercut_sim where the build
+# has it). Then:
 #  - the daemon mounts, and a preloaded writer still gets leases: its writes are stored
 #    directly (no FUSE WRITE), read back through the mount, and the lease ends at close;
 #  - the squatted names are untouched (a symlink's target keeps its bytes);
@@ -62,6 +63,11 @@ head -c 65536 /dev/urandom >"$TARGET"
 chmod 0666 "$TARGET"
 target_sum=$(sha256sum <"$TARGET")
 
+# The power-cut image exists only in builds with test facilities (-DWALFS_TEST_FACILITIES).
+POWERCUT=
+if "$WALFS" --help 2>&1 | grep -q powercut_sim; then POWERCUT=,powercut_sim; fi
+log "daemon options: allow_other$POWERCUT"
+
 round=0
 for kind in file dir symlink; do
   round=$((round + 1))
@@ -79,7 +85,7 @@ for kind in file dir symlink; do
     esac
     [ "$(stat -c %U "$name")" = nobody ] || fail "cannot squat $name as nobody"
   done
-  PMEM_IS_PMEM_FORCE=1 mount_walfs "$POOL" "$M" -o allow_other,powercut_sim
+  PMEM_IS_PMEM_FORCE=1 mount_walfs "$POOL" "$M" -o "allow_other$POWERCUT"
   on_failure "echo '== daemon log (squat $kind)'; cat '$WALFS_LOG'"
   chmod 0777 "$M"
   if [ "$kind" = file ]; then

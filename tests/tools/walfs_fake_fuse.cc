@@ -22,7 +22,8 @@
 //   unsealed-file    the stamps descriptor is a plain file (--stamps).
 //   unsealed-memfd   the stamps descriptor is a memfd without seals.
 //   no-mapsync       durability kDurabilityMapSync for a pool on tmpfs.
-// Log lines (stdout or --log): "mounted", "session <name> from pid ...", "hello sent",
+// Log lines (stdout or --log): "mounted", "session <name> from pid ...", "connected to
+// <name>", "hello sent",
 // "lease <ino>", "cannot open victim ...".
 #define FUSE_USE_VERSION 35
 
@@ -362,6 +363,7 @@ void SendHello(std::string name) {
     close(pool_fd);
     return;
   }
+  Log("connected to %s", name.c_str());
   int fds[2] = {pool_fd, g.stamps_fd};
   char control[CMSG_SPACE(sizeof(fds))] = {};
   iovec iov{&hello, sizeof(hello)};

@@ -1,14 +1,14 @@
 // walfs_foreign_probe: what a user who is not the pool's owner gets from a walfs daemon
 // through a file it may write, for fs_direct_other_user_test (never installed).
 //
-//   walfs_foreign_probe FILE POOL [--ioctls]
+//   walfs_foreign_probe FILE POOL_DEV:POOL_INO [--ioctls]
 //
 // With --ioctls it asks for a session as the client library does (binds a socket at
 // <mount root>/<kSessionPrefix><token>, kIoctlSession naming it, waits 2 s for the
 // daemon's connection) and for a lease (kIoctlLease). Then it writes 8 KiB of 'n' at 0 of
 // FILE with pwrite + fdatasync (through libwalfs-direct.so when preloaded). Last it
-// looks through its own /proc/self/fd and /proc/self/maps for anything of POOL (same
-// device and inode) or any memfd.
+// looks through its own /proc/self/fd and /proc/self/maps for anything of the pool
+// (st_dev and st_ino as given: the caller may not be able to stat the pool) or any memfd.
 // Output lines: "session=<errno name or 0>", "hello=none|<n> descriptors",
 // "lease=<errno name or 0>", "write=ok|<errno name>", then "pool fd N" / "pool map ..." /
 // "memfd fd N" for each finding, or "clean". Exit 0 when it ran, 1 when it could not.
@@ -111,16 +111,16 @@ void TrySession(int fd, const std::string& root) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: walfs_foreign_probe FILE POOL [--ioctls]\n");
+    std::fprintf(stderr, "usage: walfs_foreign_probe FILE POOL_DEV:POOL_INO [--ioctls]\n");
     return 2;
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
   const std::string file = argv[1];
-  struct stat pool;
-  if (stat(argv[2], &pool) != 0) {
-    std::perror("stat pool");
-    return 1;
-  }
+  struct stat pool {};
+  unsigned long long pool_dev = 0, pool_ino = 0;
+  if (std::sscanf(argv[2], "%llu:%llu", &pool_dev, &pool_ino) != 2) return 2;
+  pool.st_dev = static_cast<dev_t>(pool_dev);
+  pool.st_ino = static_cast<ino_t>(pool_ino);
   const bool ioctls = argc > 3 && std::string(argv[3]) == "--ioctls";
   const int fd = open(file.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {

@@ -118,6 +118,8 @@ pg_private_check() {
   [ ! -e "$root$pool" ] || fail "private: the server sees the pool $pool"
   [ -d "$root$w/wal/pg_wal" ] || fail "private: the server does not see its pg_wal"
   local f
+  [ -e "$W_SHM_MARK" ] && [ ! -e "$root$W_SHM_MARK" ] ||
+    fail "private: the server sees the host's $W_SHM_MARK"
   for f in /dev/shm/*; do
     [ -e "$f" ] || continue
     [ ! -e "$root$f" ] || fail "private: the server sees the host's $f"
@@ -195,6 +197,9 @@ _pg_private_pooldir() {
     fail "cannot mount a tmpfs on $w/pooldir"
   on_exit "umount -l '$w/pooldir'"
   W_POOLDIR=$w/pooldir
+  # Something of this namespace's /dev/shm the server must not see.
+  W_SHM_MARK=$(mktemp /dev/shm/walfs-private-mark.XXXXXX)
+  on_exit "rm -f '$W_SHM_MARK'"
 }
 
 # pg_mkpool POOL SIZE_MIB [mkfs args...]: a fresh pool (removed at exit).

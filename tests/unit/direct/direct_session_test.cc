@@ -529,6 +529,25 @@ TEST_F(DirectSessionExchangeTest, AcquireMakesOneSessionPerMountAndDropsItWithTh
   close(probe);
 }
 
+// A failed attempt is not repeated for every descriptor: the next ones within the retry
+// delay fail at once, without binding or asking the daemon.
+TEST_F(DirectSessionExchangeTest, AFailedAttemptIsNotRepeatedAtOnce) {
+  daemon_.connect = false;  // accepts the ioctl, never connects
+  SessionSources sources = kSources;
+  sources.timeout_ms = 100;
+  const char* reason = "";
+  EXPECT_EQ(sessions_.Acquire(leased_fd_, dev_, sources, &reason), -ETIMEDOUT);
+  EXPECT_EQ(daemon_.ioctl_calls, 1);
+  EXPECT_EQ(sessions_.Acquire(leased_fd_, dev_, sources, &reason), -ETIMEDOUT);
+  EXPECT_NE(strstr(reason, "moments ago"), nullptr) << reason;
+  EXPECT_EQ(daemon_.ioctl_calls, 1);
+  // Another mount is asked.
+  daemon_.ioctl_error = EPERM;
+  EXPECT_EQ(sessions_.Acquire(leased_fd_, dev_ + 1, sources, &reason), -EPERM);
+  EXPECT_EQ(daemon_.ioctl_calls, 2);
+  EXPECT_EQ(sessions_.open_count(), 0);
+}
+
 TEST_F(DirectSessionExchangeTest, ALongMountRootIsReachedThroughProcSelfFd) {
   std::string deep = dir_;
   std::vector<std::string> made;

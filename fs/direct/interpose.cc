@@ -22,6 +22,7 @@
 #include <climits>
 
 #include "fs/direct/direct_write.h"
+#include "fs/direct/fd_calls.h"
 #include "fs/direct/fd_table.h"
 #include "fs/direct/lease.h"
 #include "fs/direct/owned_fds.h"
@@ -56,21 +57,10 @@ constinit Sessions g_sessions(&g_owned);
     return real_fn(__VA_ARGS__);           \
   } while (0)
 
-// After any call that created descriptor `fd`: a number we still track was closed
-// behind our back, so its entry is stale.
-inline int Created(int fd) {
-  if (fd >= 0) g_table.DropIfTracked(fd);
-  return fd;
-}
+constinit FdCalls g_calls(&g_table, &g_owned, ProductionLeaseSources);
 
-inline int Opened(int fd, int flags) {
-  if (fd < 0) return fd;
-  g_table.DropIfTracked(fd);
-  if (WantsLease(flags) && DirectEnabled()) {
-    NoteOpen(fd, flags, ProductionLeaseSources(), g_table);
-  }
-  return fd;
-}
+inline int Created(int fd) { return g_calls.Created(fd); }
+inline int Opened(int fd, int flags) { return g_calls.Opened(fd, flags); }
 
 inline bool NeedsMode(int flags) {
   return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE;
@@ -115,15 +105,6 @@ void ForkChild() {
   g_table.ForkChild();
 }
 
-// An O_APPEND set later would make the kernel ignore pwrite's offset: stop direct
-// stores before it takes effect.
-inline void BeforeFcntl(int fd, int cmd, long arg) {
-  if (cmd == F_SETFL && (arg & O_APPEND) != 0 && g_table.IsTracked(fd)) g_table.Untrack(fd);
-}
-
-inline int AfterFcntl(int cmd, int result) {
-  return cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC ? Created(result) : result;
-}
 
 __attribute__((constructor)) void Init() {
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
@@ -133,10 +114,9 @@ __attribute__((constructor)) void Init() {
 }  // namespace
 }  // namespace walfs::direct
 
-using walfs::direct::AfterFcntl;
-using walfs::direct::BeforeFcntl;
 using walfs::direct::CloseRangeAroundOwned;
 using walfs::direct::Created;
+using walfs::direct::g_calls;
 using walfs::direct::g_owned;
 using walfs::direct::g_table;
 using walfs::direct::ModeArg;
@@ -306,17 +286,14 @@ WALFS_EXPORT int fdatasync(int fd) {
 // The library-owned descriptors (owned_fds.h) are not the application's: a close of one
 // by number fails as it would have without us (EBADF), and ranges skip them.
 WALFS_EXPORT int close(int fd) {
-  if (g_owned.IsOwned(fd)) return errno = EBADF, -1;
-  if (g_table.IsTracked(fd)) g_table.Untrack(fd);
-  WALFS_CALL_REAL(close, fd);
+  return g_calls.Close(fd, [&]() -> int { WALFS_CALL_REAL(close, fd); });
 }
 
 WALFS_EXPORT int close_range(unsigned int first, unsigned int last, int flags) noexcept {
-  if ((flags & CLOSE_RANGE_CLOEXEC) == 0) g_table.UntrackRange(first, last);
   auto* real_fn = WALFS_REAL(close_range);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  return CloseRangeAroundOwned(g_owned, first, last, flags,
-                               [&](unsigned a, unsigned b) { return real_fn(a, b, flags); });
+  return g_calls.CloseRange(first, last, flags,
+                            [&](unsigned a, unsigned b) { return real_fn(a, b, flags); });
 }
 
 WALFS_EXPORT void closefrom(int lowfd) noexcept {
@@ -334,18 +311,12 @@ WALFS_EXPORT void closefrom(int lowfd) noexcept {
 }
 
 WALFS_EXPORT int dup2(int oldfd, int newfd) noexcept {
-  if (oldfd != newfd) {
-    if (g_table.IsTracked(newfd)) g_table.Untrack(newfd);
-    g_owned.MoveAside(newfd);
-  }
+  g_calls.BeforeDup2(oldfd, newfd);
   WALFS_CALL_REAL(dup2, oldfd, newfd);
 }
 
 WALFS_EXPORT int dup3(int oldfd, int newfd, int flags) noexcept {
-  if (oldfd != newfd) {
-    if (g_table.IsTracked(newfd)) g_table.Untrack(newfd);
-    g_owned.MoveAside(newfd);
-  }
+  g_calls.BeforeDup2(oldfd, newfd);
   WALFS_CALL_REAL(dup3, oldfd, newfd, flags);
 }
 
@@ -362,10 +333,10 @@ WALFS_EXPORT int fcntl(int fd, int cmd, ...) {
   va_start(ap, cmd);
   const long arg = va_arg(ap, long);
   va_end(ap);
-  BeforeFcntl(fd, cmd, arg);
+  g_calls.BeforeFcntl(fd, cmd, arg);
   auto* real_fn = WALFS_REAL(fcntl);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  return AfterFcntl(cmd, real_fn(fd, cmd, arg));
+  return g_calls.AfterFcntl(cmd, real_fn(fd, cmd, arg));
 }
 
 extern "C" int fcntl64(int fd, int cmd, ...);
@@ -374,10 +345,10 @@ WALFS_EXPORT int fcntl64(int fd, int cmd, ...) {
   va_start(ap, cmd);
   const long arg = va_arg(ap, long);
   va_end(ap);
-  BeforeFcntl(fd, cmd, arg);
+  g_calls.BeforeFcntl(fd, cmd, arg);
   auto* real_fn = WALFS_REAL(fcntl64);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  return AfterFcntl(cmd, real_fn(fd, cmd, arg));
+  return g_calls.AfterFcntl(cmd, real_fn(fd, cmd, arg));
 }
 
 // The stream will close fd inside libc (fclose), where we cannot see it.
@@ -389,7 +360,7 @@ WALFS_EXPORT FILE* fdopen(int fd, const char* mode) noexcept {
 }
 
 // The calls a program may make through syscall(2) rather than their wrappers (openat2
-// has no glibc wrapper at all): each gets what its wrapper gets above.
+// has no glibc wrapper at all): each gets what its wrapper gets (fd_calls.h).
 WALFS_EXPORT long syscall(long number, ...) noexcept {
   va_list ap;
   va_start(ap, number);
@@ -398,57 +369,7 @@ WALFS_EXPORT long syscall(long number, ...) noexcept {
   va_end(ap);
   auto* real_fn = WALFS_REAL(syscall);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  const int fd0 = static_cast<int>(a[0]);
-  switch (number) {
-    case SYS_close:
-      if (g_owned.IsOwned(fd0)) return errno = EBADF, -1;
-      if (g_table.IsTracked(fd0)) g_table.Untrack(fd0);
-      break;
-    case SYS_close_range:
-      if ((a[2] & CLOSE_RANGE_CLOEXEC) == 0) {
-        g_table.UntrackRange(static_cast<unsigned>(a[0]), static_cast<unsigned>(a[1]));
-      }
-      return CloseRangeAroundOwned(
-          g_owned, static_cast<unsigned>(a[0]), static_cast<unsigned>(a[1]), static_cast<int>(a[2]),
-          [&](unsigned b, unsigned e) { return static_cast<int>(real_fn(number, b, e, a[2])); });
-#ifdef SYS_dup2
-    case SYS_dup2:
-#endif
-    case SYS_dup3:
-      if (a[0] != a[1]) {
-        if (g_table.IsTracked(static_cast<int>(a[1]))) g_table.Untrack(static_cast<int>(a[1]));
-        g_owned.MoveAside(static_cast<int>(a[1]));
-      }
-      break;
-    case SYS_dup:
-      return Created(static_cast<int>(real_fn(number, a[0])));
-    case SYS_fcntl: {
-      const int cmd = static_cast<int>(a[1]);
-      BeforeFcntl(fd0, cmd, a[2]);
-      return AfterFcntl(cmd, static_cast<int>(real_fn(number, a[0], a[1], a[2])));
-    }
-#ifdef SYS_open
-    case SYS_open:
-      return Opened(static_cast<int>(real_fn(number, a[0], a[1], a[2])), static_cast<int>(a[1]));
-#endif
-#ifdef SYS_creat
-    case SYS_creat:
-      return Opened(static_cast<int>(real_fn(number, a[0], a[1])), O_CREAT | O_WRONLY | O_TRUNC);
-#endif
-    case SYS_openat:
-      return Opened(static_cast<int>(real_fn(number, a[0], a[1], a[2], a[3])),
-                    static_cast<int>(a[2]));
-    case SYS_openat2: {
-      const int fd = static_cast<int>(real_fn(number, a[0], a[1], a[2], a[3]));
-      // Read only after the kernel accepted the pointer.
-      const int flags =
-          fd >= 0 ? static_cast<int>(reinterpret_cast<const struct open_how*>(a[2])->flags) : 0;
-      return Opened(fd, flags);
-    }
-    default:
-      break;
-  }
-  return real_fn(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+  return g_calls.Syscall(number, a, real_fn);
 }
 
 // ---- other descriptor-creating calls: collision checks --------------------------------

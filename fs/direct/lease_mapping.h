@@ -22,9 +22,9 @@ struct MappedRun {
   uint64_t length;       // bytes mapped at pool_addr (a whole run)
   uint64_t pool_offset;  // where pool_addr points in the pool
   char* pool_addr;
-#ifdef WALFS_TEST_FACILITIES
-  char* image_addr;  // the same bytes of the power-cut image, or null
-#endif
+  // The same bytes of the power-cut image in a test build (WALFS_TEST_FACILITIES) with
+  // an image in the session; always null otherwise, and never read without the define.
+  char* image_addr;
 };
 
 struct LeaseMapping {

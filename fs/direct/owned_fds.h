@@ -20,6 +20,10 @@
 // next store. That is safe and rare (an application dup2'ing onto a number it did not
 // open).
 //
+// Close closes the descriptor with the lock held (signals blocked), so no application
+// close of the number can slip in between; for a private duplicate that includes the
+// FLUSH round trip to the daemon.
+//
 // Every registered descriptor is close-on-exec and below kFdBound. fork: the child
 // inherits the descriptors and this registry as they are (the owners' cells with them).
 // Thread-safe: Adopt/Rebind/Close/MoveAside take a SignalSafeLock (never held while

@@ -275,26 +275,50 @@ int ExchangeSession(int leased_fd, const std::string& root, const SessionSources
 
 int Sessions::Acquire(int leased_fd, dev_t dev, const SessionSources& sources,
                       const char** reason) {
+  const uint64_t key = static_cast<uint64_t>(dev);
   {
     SignalSafeLock::Guard guard(lock_);
     for (int i = 0; i < kMaxSessions; ++i) {
       Session& s = sessions_[i];
-      if (s.refs > 0 && s.dev == static_cast<uint64_t>(dev)) {
+      if (s.refs > 0 && s.dev == key) {
         ++s.refs;
         return i;
       }
     }
+    const int64_t now = NowMs();
+    for (const Failure& f : failures_) {
+      if (f.until_ms > now && f.dev == key) {
+        *reason = "a session attempt on this mount failed moments ago";
+        return -f.error;
+      }
+    }
   }
+  int result;
   const std::optional<std::string> root = sources.mount_root(dev);
+  ReceivedHello received;
   if (!root) {
     *reason = "no walfs mount root for the device in mountinfo";
-    return -ENOENT;
+    result = -ENOENT;
+  } else if (const int err = ExchangeSession(leased_fd, *root, sources, &received, reason);
+             err != 0) {
+    result = err;
+  } else {
+    result = Install(dev, received, reason);
   }
-  ReceivedHello received;
-  if (const int err = ExchangeSession(leased_fd, *root, sources, &received, reason); err != 0) {
-    return err;
+  if (result < 0) {
+    SignalSafeLock::Guard guard(lock_);
+    // The slot of this device, else an expired one, else the one expiring first.
+    Failure* slot = &failures_[0];
+    for (Failure& f : failures_) {
+      if (f.dev == key) {
+        slot = &f;
+        break;
+      }
+      if (f.until_ms < slot->until_ms) slot = &f;
+    }
+    *slot = Failure{.dev = key, .until_ms = NowMs() + kRetryDelayMs, .error = -result};
   }
-  return Install(dev, received, reason);
+  return result;
 }
 
 int Sessions::Install(dev_t dev, ReceivedHello& received, const char** reason) {

@@ -114,6 +114,7 @@ struct SessionFacts {
 class Sessions {
  public:
   static constexpr int kMaxSessions = 8;
+  static constexpr int64_t kRetryDelayMs = 5000;
 
   struct Session {
     uint64_t dev = 0;  // the mount's st_dev
@@ -135,7 +136,10 @@ class Sessions {
   // A reference to the session of the walfs mount with st_dev `dev`, made through
   // leased_fd (an open walfs file of that mount) when there is none: a handle >= 0, or
   // -errno with *reason set (a static string). Each success pairs with one Release.
-  // Not async-signal-safe (it may wait up to sources.timeout_ms).
+  // After a failed attempt on `dev`, further attempts within kRetryDelayMs fail at once
+  // with the same error, so a daemon that accepts the ioctl but never connects costs
+  // one bounded wait, not one per descriptor. Not async-signal-safe (it may wait up to
+  // sources.timeout_ms).
   int Acquire(int leased_fd, dev_t dev, const SessionSources& sources, const char** reason);
 
   // Checks `received` as described in the header and installs it as the session of
@@ -157,9 +161,16 @@ class Sessions {
   void ForkChild() { lock_.ForkChild(); }
 
  private:
+  struct Failure {
+    uint64_t dev = 0;
+    int64_t until_ms = 0;  // CLOCK_MONOTONIC; 0: unused
+    int error = 0;
+  };
+
   OwnedFds* const owned_;
   SignalSafeLock lock_;
   Session sessions_[kMaxSessions];
+  Failure failures_[kMaxSessions];  // lock_; recent failed attempts, by device
 };
 
 }  // namespace walfs::direct

@@ -60,6 +60,16 @@ require_fuse() {
   [ -x "$WALFS" ] || fail "daemon not built: $WALFS"
 }
 
+# require_test_facilities: skips unless the daemon was built with
+# -DWALFS_TEST_FACILITIES=ON (its usage offers powercut_sim only then).
+require_test_facilities() {
+  [ -x "$WALFS" ] || fail "daemon not built: $WALFS"
+  local usage
+  usage=$("$WALFS" --help 2>&1) || fail "$WALFS --help failed: $usage"
+  [[ $usage == *powercut_sim* ]] ||
+    skip "$WALFS was built without test facilities (configure with -DWALFS_TEST_FACILITIES=ON): no -o powercut_sim"
+}
+
 require_postgres() {
   [ -x "$PG_BIN/initdb" ] || skip "PostgreSQL 15 is missing ($PG_BIN)"
   id postgres >/dev/null 2>&1 || skip "no postgres user"

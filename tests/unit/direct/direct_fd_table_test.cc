@@ -23,7 +23,7 @@ LeaseMapping FakeMapping(uint64_t tag) {
   void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   EXPECT_NE(page, MAP_FAILED);
   m.runs[0] = {.file_offset = 0, .length = 4096, .pool_offset = 0,
-               .pool_addr = static_cast<char*>(page)};
+               .pool_addr = static_cast<char*>(page), .image_addr = nullptr};
   return m;
 }
 

@@ -510,7 +510,7 @@ TEST_F(DirectLeaseTest, IoctlFailureAndBadRepliesFallBackSilently) {
   close(fd);
 }
 
-TEST_F(DirectLeaseTest, ARepliesOutsideTheSessionAreRefused) {
+TEST_F(DirectLeaseTest, RepliesOutsideTheSessionAreRefused) {
   const int fd = OpenFile();
   const lease::Reply good = g_reply;
   g_reply.uuid[3] ^= 0xff;  // another pool's lease

@@ -78,9 +78,9 @@ class Harness {
     m.leased_size = 36 * 1024 + 1000;
     m.run_count = 2;
     m.runs[0] = {.file_offset = 0, .length = 16 * 1024, .pool_offset = 40 * 1024,
-                 .pool_addr = nullptr};
+                 .pool_addr = nullptr, .image_addr = nullptr};
     m.runs[1] = {.file_offset = 16 * 1024, .length = 24 * 1024, .pool_offset = 8 * 1024,
-                 .pool_addr = nullptr};
+                 .pool_addr = nullptr, .image_addr = nullptr};
     mapping_ = m;
     EXPECT_TRUE(table_->Track(fd_, m));
     acked_.assign(m.leased_size, '\0');

@@ -18,7 +18,7 @@
 // every byte into A.
 //
 // Output: "race ran during the store" or a NOTE why not, the pwrite result, and "PASS" or
-// "FAIL: why". Exit 0 pass, 1 a check failed, 2 usage or setup error, 77 userfaultfd
+// "FAIL: why"; on stderr, what the fault handler saw. Exit 0 pass, 1 a check failed, 2 usage or setup error, 77 userfaultfd
 // is unavailable (a SKIP line says why).
 #include <fcntl.h>
 #include <linux/userfaultfd.h>

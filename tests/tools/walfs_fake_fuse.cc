@@ -13,7 +13,8 @@
 // data area). Modes:
 //   control          everything as a walfs daemon would answer (pmem, forced durability,
 //                    a sealed stamps memfd, runs in the data area): a client that gets
-//                    past SO_PEERCRED stores into POOL. The test's proof that it can fail.
+//                    past SO_PEERCRED stores into POOL. The test's proof that it can fail;
+//                    with --user of another user than the client's, the wrong peer.
 //   victim           the hello's pool descriptor is FILE opened by this server (if it
 //                    cannot open it, it says so and passes POOL instead).
 //   outside          runs point at the superblock and metadata (pool offset 0).

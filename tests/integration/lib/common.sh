@@ -182,8 +182,9 @@ walfs_stuck_report() {
     [[ $seen == *" $ns "* ]] && continue
     seen+="$ns "
     [ -n "$dev" ] || continue
-    awk -v dev="$dev" '$3 == dev { print "  " $5 }' "$p/mountinfo" 2>/dev/null |
-      sed "s|^|still mounted in $ns (pid ${p#/proc/}):|"
+    awk -v dev="$dev" '$3 == dev { print $5 }' "$p/mountinfo" 2>/dev/null |
+      sed "s|^|still mounted in $ns (pid ${p#/proc/}, $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null |
+        cut -c1-100)): |"
   done
   for t in /proc/"$pid"/task/*; do
     echo "thread ${t##*/} ($(cat "$t/comm" 2>/dev/null)): $(cat "$t/wchan" 2>/dev/null)"

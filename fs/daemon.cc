@@ -73,6 +73,17 @@ class TerminationSignalsBlocked {
   sigset_t saved_;
 };
 
+// A descriptor closed when it goes out of scope.
+struct OwnedFd {
+  int fd = -1;
+  OwnedFd() = default;
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  ~OwnedFd() {
+    if (fd >= 0) close(fd);
+  }
+};
+
 // Runs server.usage_watch() every UsageWatch::kCheckSeconds until destroyed. Started with
 // the termination signals blocked, like every thread that is not libfuse's.
 class UsageWatchThread {
@@ -252,9 +263,9 @@ int RunDaemon(const Options& options) {
   }
 
   std::unique_ptr<core::WalDirectory> dir;
-  // The power-cut simulation's written image (test builds), kept for session hellos;
-  // closed at exit with the process.
-  int powercut_image = -1;
+  // The power-cut simulation's written image (test builds), kept for session hellos
+  // until after the session sender is gone.
+  OwnedFd powercut_image;
   {
     TerminationSignalsBlocked blocked;
     absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
@@ -270,13 +281,13 @@ int RunDaemon(const Options& options) {
       // The written image is a memfd so that direct-access clients can be handed it
       // (kHelloFlagImage) and store where the daemon reads (L8: no file outside the
       // mount).
-      powercut_image = memfd_create("walfs-powercut-image", MFD_CLOEXEC);
-      if (powercut_image < 0) {
+      powercut_image.fd = memfd_create("walfs-powercut-image", MFD_CLOEXEC);
+      if (powercut_image.fd < 0) {
         Log(LOG_ERR, "cannot set up power-cut simulation for %s: memfd: %s",
             options.pool.c_str(), strerror(errno));
         return 1;
       }
-      region = core::NewPowerCutRegion(std::move(*region), powercut_image);
+      region = core::NewPowerCutRegion(std::move(*region), powercut_image.fd);
       if (!region.ok()) {
         Log(LOG_ERR, "cannot set up power-cut simulation for %s: %s", options.pool.c_str(),
             std::string(region.status().message()).c_str());
@@ -342,12 +353,12 @@ int RunDaemon(const Options& options) {
   std::unique_ptr<SessionSender> session_sender;
   if (lease_stamps != nullptr) {
     uint32_t hello_flags = 0;
-    if (powercut_image >= 0) hello_flags |= lease::kHelloFlagImage;
+    if (powercut_image.fd >= 0) hello_flags |= lease::kHelloFlagImage;
     session_sender = std::make_unique<SessionSender>(SessionSender::Config{
         .mountpoint = options.mountpoint,
         .pool_fd = (*lock)->fd(),
         .stamps_fd = lease_stamps->fd(),
-        .image_fd = powercut_image,
+        .image_fd = powercut_image.fd,
         .hello = MakeHello(direct_access.durability, hello_flags, dir->superblock().uuid,
                            lease_stamps->slots()),
         .granted = &server.sessions_granted,

@@ -32,11 +32,7 @@ namespace {
 // bytes are copied to the media.
 class PowerCutRegion : public PersistentRegion {
  public:
-  ~PowerCutRegion() override {
-    ::munmap(mutable_base(), size());
-    if (!image_path_.empty()) ::unlink(image_path_.c_str());
-  }
-  void set_image_path(std::string path) { image_path_ = std::move(path); }
+  ~PowerCutRegion() override { ::munmap(mutable_base(), size()); }
 
   bool is_pmem() const override { return media_->is_pmem(); }
   std::string_view kind() const override { return kind_; }
@@ -61,7 +57,6 @@ class PowerCutRegion : public PersistentRegion {
  private:
   const std::unique_ptr<PersistentRegion> media_;
   const std::string kind_;
-  std::string image_path_;  // the shared written image's file, removed with the region
 };
 
 class PowerCutPmemRegion final : public PowerCutRegion {
@@ -146,36 +141,19 @@ class PowerCutMsyncRegion final : public PowerCutRegion {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PersistentRegion>> NewPowerCutRegion(
-    std::unique_ptr<PersistentRegion> media, const std::string& image_path) {
+    std::unique_ptr<PersistentRegion> media, int image_fd) {
   const uint64_t size = media->size();
   if (size == 0) return absl::InvalidArgumentError("power-cut region over an empty region");
   void* addr;
-  if (image_path.empty()) {
+  if (image_fd < 0) {
     addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   } else {
-    // A leftover image is what a killed daemon had written but not persisted: never
-    // reuse it.
-    if (::unlink(image_path.c_str()) != 0 && errno != ENOENT) {
-      return PosixError(absl::StrCat("remove the old written image ", image_path), errno);
+    if (::ftruncate(image_fd, static_cast<off_t>(size)) != 0) {
+      return PosixError("size the written image", errno);
     }
-    const int fd = ::open(image_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      return PosixError(absl::StrCat("create the written image ", image_path), errno);
-    }
-    addr = MAP_FAILED;
-    int error = 0;
-    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
-      error = errno;
-    } else {
-      addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-      if (addr == MAP_FAILED) error = errno;
-    }
-    ::close(fd);
-    if (addr == MAP_FAILED) {
-      ::unlink(image_path.c_str());
-      return PosixError(absl::StrCat("map the written image ", image_path), error);
-    }
+    addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+                  image_fd, 0);
   }
   if (addr == MAP_FAILED) {
     return PosixError(
@@ -195,7 +173,6 @@ absl::StatusOr<std::unique_ptr<PersistentRegion>> NewPowerCutRegion(
   } else {
     region = std::make_unique<PowerCutMsyncRegion>(std::move(media), written);
   }
-  region->set_image_path(image_path);
   return std::unique_ptr<PersistentRegion>(std::move(region));
 }
 

@@ -41,14 +41,14 @@ namespace walfs::core {
 // Wraps `media`, which the returned region owns. Fails (with the media untouched) when
 // the written image cannot be mapped.
 //
-// `image_path` empty: the written image is anonymous memory. Otherwise it is a file
-// created there (mode 0600; a leftover of an earlier run is replaced), mapped shared,
-// so that direct-access clients can store into the image the daemon reads from
-// (fs/lease_protocol.h, kFlagImage); the region removes the file when destroyed. After
-// a kill the file stays until the next region over the same path replaces it, so a new
-// daemon always starts from the media alone, as after a power cut.
+// `image_fd` -1: the written image is anonymous memory. Otherwise it is that file (a
+// memfd the caller made and keeps: the daemon of a test build passes it to
+// direct-access clients, fs/lease_protocol.h kHelloFlagImage, so that they store into
+// the image the daemon reads from). It must be empty; the region sizes it and maps it
+// shared, and does not own the descriptor. The image dies with the last process holding
+// it, so a new daemon always starts from the media alone, as after a power cut.
 absl::StatusOr<std::unique_ptr<PersistentRegion>> NewPowerCutRegion(
-    std::unique_ptr<PersistentRegion> media, const std::string& image_path = "");
+    std::unique_ptr<PersistentRegion> media, int image_fd = -1);
 
 }  // namespace walfs::core
 

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,12 +28,14 @@
 #include "core/wal_directory.h"
 #include "fs/daemonize.h"
 #include "fs/errors.h"
+#include "fs/lease_stamps.h"
 #include "fs/logging.h"
 #include "fs/mount_point.h"
 #include "fs/operations.h"
 #include "fs/pool_lock.h"
 #include "fs/pool_pages.h"
 #include "fs/sd_notify.h"
+#include "fs/session.h"
 #include "fs/stale_mount.h"
 #include "fs/usage_watch.h"
 #include "fs/server.h"
@@ -68,6 +71,17 @@ class TerminationSignalsBlocked {
 
  private:
   sigset_t saved_;
+};
+
+// A descriptor closed when it goes out of scope.
+struct OwnedFd {
+  int fd = -1;
+  OwnedFd() = default;
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  ~OwnedFd() {
+    if (fd >= 0) close(fd);
+  }
 };
 
 // Runs server.usage_watch() every UsageWatch::kCheckSeconds until destroyed. Started with
@@ -231,25 +245,16 @@ int RunDaemon(const Options& options) {
     Log(LOG_ERR, "%s", std::string(s.message()).c_str());
     return 1;
   }
-  LeasePool lease_pool{.path = options.pool};
   uid_t pool_owner_uid = 0;
-  gid_t pool_owner_gid = 0;
+  bool pool_is_device = false;
   {
     struct stat st;
-    if (stat(options.pool.c_str(), &st) != 0) {
+    if (fstat((*lock)->fd(), &st) != 0) {
       Log(LOG_ERR, "cannot stat pool %s: %s", options.pool.c_str(), strerror(errno));
       return 1;
     }
-    lease_pool.dev = st.st_dev;
-    lease_pool.ino = st.st_ino;
     pool_owner_uid = st.st_uid;
-    pool_owner_gid = st.st_gid;
-    if (options.powercut_sim) {
-      // Shared so that direct-access clients store where the daemon reads; owned like
-      // the pool so that the pool's owner (PostgreSQL) can open it.
-      lease_pool.image_path = absl::StrCat("/dev/shm/walfs-powercut.", st.st_dev, ".",
-                                           st.st_ino);
-    }
+    pool_is_device = S_ISCHR(st.st_mode);
   }
 
   absl::StatusOr<Experiments> experiments = ExperimentsFromEnvironment();
@@ -264,6 +269,9 @@ int RunDaemon(const Options& options) {
   }
 
   std::unique_ptr<core::WalDirectory> dir;
+  // The power-cut simulation's written image (test builds), kept for session hellos
+  // until after the session sender is gone.
+  OwnedFd powercut_image;
   {
     TerminationSignalsBlocked blocked;
     absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
@@ -274,19 +282,25 @@ int RunDaemon(const Options& options) {
           std::string(region.status().message()).c_str());
       return 1;
     }
+#ifdef WALFS_TEST_FACILITIES
     if (options.powercut_sim) {
-      region = core::NewPowerCutRegion(std::move(*region), lease_pool.image_path);
+      // The written image is a memfd so that direct-access clients can be handed it
+      // (kHelloFlagImage) and store where the daemon reads (L8: no file outside the
+      // mount).
+      powercut_image.fd = memfd_create("walfs-powercut-image", MFD_CLOEXEC);
+      if (powercut_image.fd < 0) {
+        Log(LOG_ERR, "cannot set up power-cut simulation for %s: memfd: %s",
+            options.pool.c_str(), strerror(errno));
+        return 1;
+      }
+      region = core::NewPowerCutRegion(std::move(*region), powercut_image.fd);
       if (!region.ok()) {
         Log(LOG_ERR, "cannot set up power-cut simulation for %s: %s", options.pool.c_str(),
             std::string(region.status().message()).c_str());
         return 1;
       }
-      if (chown(lease_pool.image_path.c_str(), pool_owner_uid, pool_owner_gid) != 0) {
-        Log(LOG_WARNING, "cannot give %s to the pool's owner: %s (direct-access clients "
-                         "of another user will write through FUSE)",
-            lease_pool.image_path.c_str(), strerror(errno));
-      }
     }
+#endif
     absl::StatusOr<std::unique_ptr<core::WalDirectory>> opened =
         core::WalDirectory::Open(std::move(*region),
                                  {.read_only = options.read_only,
@@ -299,23 +313,34 @@ int RunDaemon(const Options& options) {
     dir = std::move(*opened);
   }
 
-  // Direct access needs a way to revoke a client's use of a lease at every close
-  // (fs/lease_stamps.h); without it no lease is granted.
+  // Direct access (fs/lease_protocol.h) exists only where a client's copy + drain is
+  // durable (L7) and every lease can be revoked at a close (L4, the stamps memfd).
+  DirectAccessInputs access_inputs{
+      .read_only = options.read_only,
+      .pmem_mode = dir->mode() == core::DurabilityMode::kPmem,
+      .durability = SessionDurability(pool_is_device, dir->region().is_pmem(),
+                                      getenv("PMEM_IS_PMEM_FORCE")),
+      .page_cache = experiments->page_cache};
   std::unique_ptr<LeaseStamps> lease_stamps;
-  if (dir->mode() == core::DurabilityMode::kPmem && !options.read_only) {
-    const std::string path =
-        absl::StrCat("/dev/shm/walfs-leases.", lease_pool.dev, ".", lease_pool.ino);
-    absl::StatusOr<std::unique_ptr<LeaseStamps>> made =
-        LeaseStamps::Create(path, pool_owner_uid, pool_owner_gid);
+  if (DecideDirectAccess(access_inputs).available()) {
+    absl::StatusOr<std::unique_ptr<LeaseStamps>> made = LeaseStamps::Create();
     if (made.ok()) {
       lease_stamps = std::move(*made);
-      lease_pool.stamp_path = path;
       const std::string pages = PoolPageSizeWarning(options.pool);
       if (!pages.empty()) Log(LOG_WARNING, "%s", pages.c_str());
     } else {
-      Log(LOG_WARNING, "direct access disabled (clients write through FUSE): %s",
-          std::string(made.status().message()).c_str());
+      access_inputs.stamps_error = std::string(made.status().message());
     }
+  }
+  const DirectAccess direct_access = DecideDirectAccess(access_inputs);
+  if (direct_access.available()) {
+    Log(LOG_INFO, "direct access available (durability %s)",
+        DurabilityName(direct_access.durability));
+  } else {
+    Log(dir->mode() == core::DurabilityMode::kPmem && !options.read_only ? LOG_WARNING
+                                                                           : LOG_INFO,
+        "direct access off (clients write through FUSE): %s",
+        direct_access.off_reason.c_str());
   }
 
   Server server(*dir, ServerConfig{.pool = options.pool,
@@ -328,8 +353,24 @@ int RunDaemon(const Options& options) {
                                    .attr_timeout = options.attr_timeout,
                                    .page_cache = experiments->page_cache,
                                    .ignore_dsync = experiments->ignore_dsync,
-                                   .lease_pool = lease_pool,
+                                   .direct_access = direct_access,
+                                   .pool_owner = pool_owner_uid,
                                    .lease_stamps = lease_stamps.get()});
+  std::unique_ptr<SessionSender> session_sender;
+  if (lease_stamps != nullptr) {
+    uint32_t hello_flags = 0;
+    if (powercut_image.fd >= 0) hello_flags |= lease::kHelloFlagImage;
+    session_sender = std::make_unique<SessionSender>(SessionSender::Config{
+        .mountpoint = options.mountpoint,
+        .pool_fd = (*lock)->fd(),
+        .stamps_fd = lease_stamps->fd(),
+        .image_fd = powercut_image.fd,
+        .hello = MakeHello(direct_access.durability, hello_flags, dir->superblock().uuid,
+                           lease_stamps->slots()),
+        .granted = &server.sessions_granted,
+        .refused = &server.sessions_refused});
+    server.set_session_sender(session_sender.get());
+  }
 
   // The ENOSPC log line says how full the pool is (statfs's figures, so df agrees).
   core::WalDirectory* stats_dir = dir.get();
@@ -419,6 +460,9 @@ int RunDaemon(const Options& options) {
 
   (void)SdNotify("STOPPING=1");
   fuse_session_unmount(se.get());
+  // Only now: a hello still resolving its socket's path waited for this daemon's answer,
+  // and the unmount has failed it.
+  session_sender.reset();
   fuse_remove_signal_handlers(se.get());
   se.reset();
   SetFreeSpaceDescriber(nullptr);  // no request is served any more

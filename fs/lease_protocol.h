@@ -1,59 +1,76 @@
-// The direct-access lease: the one interface between the walfs daemon and the client
-// library (libwalfs-direct.so) that PostgreSQL preloads.
+// The direct-access protocol: the one interface between the walfs daemon and the client
+// library (libwalfs-direct.so) that PostgreSQL preloads. The lease rules themselves (the
+// state table and the numbered invariants L1-L8 that code and tests cite) are in
+// docs/design/lease.md; this header is the wire format and who checks what.
 //
-// A client holding a writable descriptor of a file on a walfs mount asks for a lease
-// with ioctl(fd, kWalfsIoctlLease, &reply). FUSE delivers this restricted ioctl to the
-// daemon's ioctl callback tied to the open handle (the size is encoded in the command,
-// so the reply is a fixed-size struct). The reply says where the file's bytes
-// [0, leased_size) live in the pool; the client maps exactly those runs of the pool file
-// (never the superblock, journal, inode or dirent tables, never other files) and stores
-// writes that fall entirely inside [0, leased_size) itself, persisting them before the
-// write call returns. Everything else goes through FUSE.
+// Two steps, both started by the client, both answered only to the pool's owner or root
+// (the caller's uid as FUSE reports it, and SO_PEERCRED on the socket): anyone else gets
+// EPERM and writes through FUSE.
+//
+// 1. Session (once per process and mount). The client cannot be told where the pool is
+//    by a path: any user can mount a FUSE file system of type fuse.walfs and answer with
+//    the name of a file the client may write (L1). So the pool comes as a descriptor
+//    from the daemon itself:
+//    a. the client binds a listening unix socket at <mount root>/<kSessionPrefix><token>
+//       (the kernel asks the daemon, which MKNOD is a virtual socket node: never in the
+//       pool, hidden from readdir, mode 0600, owned by the caller; only in the mount's
+//       root, only S_IFSOCK, only so many at once);
+//    b. the client calls ioctl(fd, kIoctlSession, &request) on any walfs file it has open,
+//       naming that socket. The daemon checks the caller, that the name is a virtual node
+//       the same pid created, and that a copy + drain is durable on this pool (L7), then
+//       replies 0 and afterwards (not from the request's thread: resolving the name may
+//       need the daemon's own workers) connects to the socket through its own mount,
+//       checks SO_PEERCRED (the uid of the ioctl's caller), and sends one SessionHello
+//       with SCM_RIGHTS descriptors: [0] the pool, opened anew O_RDWR for this client (its
+//       own open file description, so the client's OFD read lock is its own), [1] the
+//       revocation stamps, a memfd sealed against writes by anyone but the daemon's own
+//       mapping (F_SEAL_FUTURE_WRITE, F_SEAL_SHRINK, F_SEAL_GROW), and, with
+//       kHelloFlagImage in a test build only, [2] the power-cut image.
+//    c. the client accepts the connection (a short bounded wait), checks SO_PEERCRED (uid
+//       its own or root), receives the hello, then closes both sockets and unlinks the
+//       name. It reads the superblock from descriptor [0] itself (magic, version,
+//       checksum) and requires the hello's uuid to equal it; it requires [1] to be sealed
+//       and stamp_slots words long. Anything else: no session, every call to the kernel.
+//    A session is a socket bound in the mount, not a path outside it, so it works in a
+//    container or chroot that sees only the mount (L8). A listening socket pins its
+//    mount (umount says EBUSY), which is why the client binds it, for the milliseconds
+//    of step 1, and the daemon never does.
+//
+// 2. Lease (once per open file description, at its first direct write). The client calls
+//    ioctl(fd, kIoctlLease, &reply) with reply.access set. The daemon answers with the
+//    pool runs holding file bytes [0, leased_size), the pool's uuid and the handle's
+//    stamp word. The client accepts a reply only if its uuid is the session's and every
+//    run lies inside the data area of the superblock it read itself, [data_offset, end
+//    of the pool descriptor), whatever else the reply says (L1).
 //
 // What the daemon guarantees while a handle holds a lease (until its RELEASE):
-//  - the runs named in the reply stay owned by that inode: never freed, moved, zeroed or
-//    reused. Truncate below leased_size fails with ETXTBSY; unlink and rename-over keep
-//    the inode as an orphan until the last leased handle is released.
+//  - the runs stay owned by that inode: never freed, moved, zeroed or reused. Truncate
+//    below leased_size fails with ETXTBSY; unlink and rename-over keep the inode as an
+//    orphan until the last leased handle is released (L2).
 //  - the file's size is at least leased_size and is durable (pmem mode commits sizes
-//    before replying), so a direct store inside the lease needs no metadata change.
-//  - leases are granted only in pmem mode (real PMEM or PMEM_IS_PMEM_FORCE), where a
-//    store made durable with cache flushes and a fence is durable in the pool. In msync
-//    mode the ioctl fails with EOPNOTSUPP and the client falls back to FUSE.
-// On RELEASE of a leased handle the daemon sets mtime/ctime (the client's stores did not
-// go through FUSE) and commits them.
-//
-// Revocation (fs/lease_stamps.h): the reply names one 64-bit word of a shared file
-// (stamp_path, stamp_offset) and the stamp it holds now. The daemon writes a new stamp
-// there at every FLUSH of the handle (the kernel sends one for each close(2) of any
-// descriptor of it, before close returns) and at its RELEASE, so in pmem mode FLUSH is
-// always answered, never ENOSYS. A client that reads anything but its stamp stops using
-// the lease for that descriptor and sends the call to the kernel: a descriptor number
-// closed where the library did not see it and reused for another file never gets a
-// direct store, and no store is made for a handle the daemon has released.
+//    before replying), so a store inside the lease needs no metadata change.
+//  - a new stamp in the handle's word before it replies to every FLUSH of the handle (the
+//    kernel sends one for each close(2) of any descriptor of it) and at its RELEASE (L4).
+// On RELEASE of a leased handle the daemon sets mtime/ctime and commits them.
 //
 // What the client guarantees:
-//  - it checks that the file it opened by pool_path is the pool the daemon serves
-//    (st_dev/st_ino of the opened file equal pool_dev/pool_ino, and the 16 bytes at
-//    uuid_offset equal uuid) before mapping anything, else it does not use the lease;
-//  - while it has any mapping of the pool it holds an open file description of the pool
-//    file with an OFD read lock on [kClientLockOffset, +kClientLockLength). The daemon
-//    refuses to mount a pool while such a lock is held (it would otherwise reclaim
-//    orphans whose blocks a surviving client still maps);
+//  - each lease entry holds a private close-on-exec duplicate of the leased descriptor,
+//    closed only after the last store through the entry has returned. The daemon's
+//    RELEASE, and so any reclaim of the runs, therefore comes after every store (L3):
+//    blocks a client may store into belong to the leased file until the client's last
+//    store through the lease has returned.
 //  - before each direct store and each fsync it answers itself it compares the stamp
-//    word with the reply's stamp, and falls back to the kernel when they differ;
-//  - a write it stores itself is durable when the call returns (non-temporal copy or
-//    flush, then a fence, in the writing thread), so fsync/fdatasync on the descriptor
-//    have nothing left to do.
+//    word with the reply's stamp, and falls back to the kernel when they differ (L4).
+//  - while it maps any part of a pool it holds the session's pool description with an
+//    OFD read lock on [kClientLockOffset, +kClientLockLength): the daemon refuses to mount
+//    a pool while such a lock is held (L6).
+//  - a store it makes itself is durable when the call returns (non-temporal copy or flush,
+//    then a fence, in the writing thread), and only on a mapping where that is true:
+//    MAP_SYNC accepted, a device-DAX descriptor, or kDurabilityForced (L7).
 //
-// Power-cut simulation (-o powercut_sim, tests only): the daemon serves reads from a
-// written image that only persisted bytes leave. The reply then sets kLeaseFlagImage and
-// names that image file in image_path: the client stores each write into the image at
-// the same offsets (so the daemon's reads see it) and makes it durable in pool_path as
-// usual. Killing the daemon and the clients then leaves only what was persisted.
-//
-// Layout: fixed-width little-endian fields, no pointers; the struct is the ioctl's
-// payload, so its size is part of the command number and any change to it is a new
-// command (old clients then get ENOTTY and fall back).
+// Layout: fixed-width little-endian fields, no pointers. The ioctl structs are their
+// commands' payloads, so their sizes are part of the command numbers and any change to
+// them is a new command (old clients then get ENOTTY and fall back).
 #ifndef WALFS_FS_LEASE_PROTOCOL_H_
 #define WALFS_FS_LEASE_PROTOCOL_H_
 
@@ -67,15 +84,8 @@
 namespace walfs::lease {
 
 inline constexpr uint32_t kMagic = 0x4c534657;  // "WFSL" little-endian
-inline constexpr uint32_t kVersion = 2;
-inline constexpr uint32_t kMaxRuns = 26;        // an inode's extent limit (format.h)
-inline constexpr uint32_t kPathBytes = 4096;    // PATH_MAX, NUL included
-
-// Reply.mode
-inline constexpr uint32_t kModePmem = 1;
-
-// Reply.flags
-inline constexpr uint32_t kFlagImage = 1u << 0;  // power-cut simulation, see above
+inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kMaxRuns = 26;  // an inode's extent limit (format.h)
 
 // The byte range of the pool file a client read-locks (F_OFD_SETLK, F_RDLCK) for as long
 // as it maps any part of the pool; the daemon, mkfs.walfs --force and fsck.walfs --repair
@@ -83,10 +93,53 @@ inline constexpr uint32_t kFlagImage = 1u << 0;  // power-cut simulation, see ab
 inline constexpr int64_t kClientLockOffset = core::format::kClientLockOffset;
 inline constexpr int64_t kClientLockLength = core::format::kClientLockLength;
 
+// ---- session ---------------------------------------------------------------------------
+
+// Names <kSessionPrefix><token> in the mount's root are the daemon's virtual socket nodes;
+// token is 1-40 characters of [0-9A-Za-z_-.]. Nothing else may be created under the prefix.
+inline constexpr char kSessionPrefix[] = ".walfs-direct.";
+inline constexpr size_t kSessionNameBytes = 64;  // NUL included
+
+struct SessionRequest {
+  uint32_t magic;    // kMagic
+  uint32_t version;  // kVersion
+  char name[kSessionNameBytes];  // <kSessionPrefix><token>, NUL-terminated
+};
+static_assert(sizeof(SessionRequest) == 72);
+
+// SessionHello.durability: why a non-temporal copy + drain into this pool is durable.
+inline constexpr uint32_t kDurabilityMapSync = 1;  // fsdax: the client must get MAP_SYNC
+inline constexpr uint32_t kDurabilityDevice = 2;   // device-DAX: a character device
+inline constexpr uint32_t kDurabilityForced = 3;   // PMEM_IS_PMEM_FORCE=1 (tests,
+                                                   // benchmarks): taken as durable
+
+// SessionHello.flags
+inline constexpr uint32_t kHelloFlagImage = 1u << 0;  // power-cut simulation (test
+                                                      // builds): descriptor [2] follows
+
+struct SessionHello {
+  uint32_t magic;       // kMagic
+  uint32_t version;     // kVersion
+  uint32_t durability;  // kDurability*
+  uint32_t flags;       // kHelloFlag*
+  uint8_t uuid[16];     // the pool's uuid, as in its superblock
+  uint64_t stamp_slots;  // descriptor [1] holds this many 8-byte words
+  uint64_t reserved[5];  // zero
+};
+static_assert(sizeof(SessionHello) == 80);
+
+// 'W' 0x02, write (client -> daemon): SessionRequest. 0 means the hello is on its way.
+inline constexpr unsigned long kIoctlSession = _IOW('W', 0x02, SessionRequest);
+
+// ---- lease -----------------------------------------------------------------------------
+
+// Reply.access (set by the client, echoed by the daemon)
+inline constexpr uint32_t kAccessWrite = 1;
+
 // Pool bytes [pool_offset, pool_offset + length) hold file bytes
 // [file_offset, file_offset + length). pool_offset and length are multiples of the pool
-// block size (4096), so each run can be mapped on its own; the client must not store
-// past leased_size even where the last run extends beyond it.
+// block size, so each run can be mapped on its own; the client must not store past
+// leased_size even where the last run extends beyond it.
 struct Run {
   uint64_t file_offset;
   uint64_t pool_offset;
@@ -97,31 +150,23 @@ static_assert(sizeof(Run) == 24);
 struct Reply {
   uint32_t magic;    // kMagic: proves a walfs daemon answered
   uint32_t version;  // kVersion
-  uint32_t mode;     // kModePmem
-  uint32_t flags;    // kFlag*
+  uint32_t access;   // kAccess*: in, what the client asks for; out, what is granted
+  uint32_t flags;    // none defined: zero
   uint64_t ino;      // the walfs inode (for messages only; never compared with st_ino)
   uint64_t leased_size;  // file bytes [0, leased_size) are covered by the runs
   uint64_t block_size;   // pool block size; runs are multiples of it
-  uint64_t pool_dev;     // st_dev of the pool file as the daemon opened it
-  uint64_t pool_ino;     // st_ino of the pool file
-  uint64_t uuid_offset;  // pool file offset of the pool's 16-byte uuid
-  uint8_t uuid[16];
-  uint32_t run_count;  // <= kMaxRuns
+  uint8_t uuid[16];      // must equal the session's pool uuid
+  uint64_t stamp;         // non-zero; the handle's word holds it while the lease stands
+  uint64_t stamp_offset;  // byte offset of the handle's 8-byte word in the stamps memfd
+  uint32_t run_count;     // 1..kMaxRuns
   uint32_t reserved0;
-  uint64_t stamp;         // non-zero; the word at stamp_offset holds it while the lease stands
-  uint64_t stamp_offset;  // byte offset of the handle's 8-byte word in stamp_path (8-aligned)
   Run runs[kMaxRuns];
-  char pool_path[kPathBytes];   // absolute, NUL-terminated
-  char image_path[kPathBytes];  // with kFlagImage: absolute, NUL-terminated; else empty
-  char stamp_path[kPathBytes];  // absolute, NUL-terminated: the revocation stamps
 };
-static_assert(sizeof(Reply) == 104 + 24 * kMaxRuns + 3 * kPathBytes);
-static_assert(offsetof(Reply, runs) == 104);
-// _IOC_SIZE has 14 bits: the whole reply must fit in one restricted ioctl.
-static_assert(sizeof(Reply) < (1u << 14));
+static_assert(sizeof(Reply) == 80 + 24 * kMaxRuns);
+static_assert(offsetof(Reply, runs) == 80);
 
-// 'W' 0x01, read (daemon -> client), sizeof(Reply) bytes.
-inline constexpr unsigned long kIoctlLease = _IOR('W', 0x01, Reply);
+// 'W' 0x03, read and write: the client fills magic, version and access.
+inline constexpr unsigned long kIoctlLease = _IOWR('W', 0x03, Reply);
 
 }  // namespace walfs::lease
 

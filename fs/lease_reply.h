@@ -1,9 +1,8 @@
-// LeaseReply: turns a core::Lease into the ioctl reply of fs/lease_protocol.h.
+// The lease ioctl's request check and reply (fs/lease_protocol.h, protocol v3).
 #ifndef WALFS_FS_LEASE_REPLY_H_
 #define WALFS_FS_LEASE_REPLY_H_
 
 #include <cstdint>
-#include <string>
 
 #include "absl/status/status.h"
 #include "core/format.h"
@@ -12,27 +11,24 @@
 
 namespace walfs::fs {
 
-// What the reply says about the pool itself; fixed for the daemon's lifetime.
-struct LeasePool {
-  std::string path;        // absolute path the client opens
-  uint64_t dev = 0;        // st_dev / st_ino of that file as the daemon opened it
-  uint64_t ino = 0;
-  std::string image_path;  // power-cut simulation's written image; empty otherwise
-  std::string stamp_path;  // the revocation stamps (fs/lease_stamps.h)
-};
-
-// The handle's revocation word: where it is and what it holds now.
+// The handle's revocation word: where it is in the stamps memfd and what it holds now.
 struct LeaseStamp {
   uint64_t offset = 0;
   uint64_t value = 0;
 };
 
-// Fills `reply` (every byte: unused bytes are zero). InvalidArgument when the lease
-// cannot be expressed (more runs than the protocol carries, a path too long): the
-// caller then refuses the lease rather than send a partial one.
-absl::Status FillLeaseReply(const core::Lease& lease, const LeasePool& pool,
-                            const core::format::Superblock& sb, LeaseStamp stamp,
-                            lease::Reply* reply);
+// What the client put into the reply buffer (untrusted): 0 when it asks for a v3 write
+// lease (magic, version, access == kAccessWrite), else EINVAL. Other fields are ignored:
+// the daemon overwrites every byte of the reply.
+int CheckLeaseRequest(const lease::Reply& request);
+
+// Fills `reply` (every byte: unused bytes are zero). It carries no path (L1): the client
+// stores only into the pool descriptor of its session and checks the uuid against the
+// superblock it read from it. InvalidArgument when the lease cannot be expressed (no
+// runs, more runs than the protocol carries, no stamp): the caller then refuses the
+// lease rather than send a partial one.
+absl::Status FillLeaseReply(const core::Lease& lease, const core::format::Superblock& sb,
+                            LeaseStamp stamp, lease::Reply* reply);
 
 }  // namespace walfs::fs
 

@@ -5,8 +5,9 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
+
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -14,50 +15,47 @@
 namespace walfs::fs {
 namespace {
 
-absl::Status Errno(const std::string& what, const std::string& path) {
-  return absl::FailedPreconditionError(absl::StrCat(what, " ", path, ": ", strerror(errno)));
+static_assert(LeaseStamps::kSeals ==
+              (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL));
+
+absl::Status Errno(const std::string& what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("lease stamps: cannot ", what, ": ", strerror(errno)));
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LeaseStamps>> LeaseStamps::Create(const std::string& path,
-                                                                 uid_t uid, gid_t gid,
-                                                                 uint32_t slots) {
+absl::StatusOr<std::unique_ptr<LeaseStamps>> LeaseStamps::Create(uint32_t slots) {
   if (slots == 0) return absl::InvalidArgumentError("lease stamps: zero slots");
-  // A daemon killed with SIGKILL leaves its file behind; another user's file of that name
-  // is not ours to remove (O_EXCL below then fails and says so).
-  struct stat st;
-  if (lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-      (st.st_uid == geteuid() || geteuid() == 0)) {
-    (void)unlink(path.c_str());
-  }
-  const int fd =
-      open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, S_IRUSR);
-  if (fd < 0) return Errno("cannot create", path);
+  const int fd = memfd_create("walfs-lease-stamps", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return Errno("create a memfd");
   const size_t bytes = size_t{slots} * sizeof(uint64_t);
   absl::Status failed;
-  if (uid != geteuid() && fchown(fd, uid, gid) != 0) {
-    failed = Errno("cannot give the pool's owner", path);
-  } else if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    failed = Errno("cannot size", path);
-  }
   void* words = MAP_FAILED;
-  if (failed.ok()) {
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    failed = Errno("size the memfd");
+  } else {
+    // Mapped before F_SEAL_FUTURE_WRITE: the seal refuses new writable mappings and
+    // write(2), not this one, which is how only the daemon can change a stamp.
     words = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (words == MAP_FAILED) failed = Errno("cannot map", path);
+    if (words == MAP_FAILED) {
+      failed = Errno("map the memfd");
+    } else if (fcntl(fd, F_ADD_SEALS, kSeals) != 0) {
+      failed = Errno("seal the memfd");
+    }
   }
-  close(fd);
   if (!failed.ok()) {
-    (void)unlink(path.c_str());
+    if (words != MAP_FAILED) munmap(words, bytes);
+    close(fd);
     return failed;
   }
   return std::unique_ptr<LeaseStamps>(
-      new LeaseStamps(path, static_cast<uint64_t*>(words), slots));
+      new LeaseStamps(fd, static_cast<uint64_t*>(words), slots));
 }
 
 LeaseStamps::~LeaseStamps() {
   munmap(words_, size_t{slots_} * sizeof(uint64_t));
-  (void)unlink(path_.c_str());
+  close(fd_);
 }
 
 std::optional<uint32_t> LeaseStamps::Allocate() {

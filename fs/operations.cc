@@ -28,6 +28,8 @@
 #include "fs/lease_stamps.h"
 #include "fs/logging.h"
 #include "fs/server.h"
+#include "fs/session.h"
+#include "fs/session_nodes.h"
 #include "fs/status_json.h"
 
 namespace walfs::fs {
@@ -143,6 +145,39 @@ void ReplyEntry(fuse_req_t req, const absl::StatusOr<core::Attr>& attr, const ch
   if (fuse_reply_entry(req, &e) != 0) server.dir().Forget(attr->ino, 1);
 }
 
+// --- session socket nodes (fs/session_nodes.h) ------------------------------------
+
+// Names under the session prefix belong to the session node table in the root and to
+// nobody elsewhere: no pool dirent may carry one.
+bool IsSessionName(fuse_ino_t parent, const char* name) {
+  return parent == core::kRootInode && SessionNodes::IsReserved(name);
+}
+
+struct stat SessionNodeStat(const SessionNodes::Node& n) {
+  struct stat st {};
+  st.st_ino = n.nodeid;
+  st.st_mode = S_IFSOCK | 0600;
+  st.st_nlink = 1;
+  st.st_uid = n.uid;
+  st.st_gid = n.gid;
+  st.st_blksize = core::format::kBlockSize;
+  st.st_atim = st.st_mtim = st.st_ctim = ToTimespec(n.created_ns);
+  return st;
+}
+
+// Session nodes are never cached by the kernel beyond the request (timeouts 0): they
+// come and go within milliseconds, and the daemon's own connect must find the node the
+// client bound, or nothing.
+void ReplySessionEntry(fuse_req_t req, const std::optional<SessionNodes::Node>& node) {
+  fuse_entry_param e{};
+  if (node) {
+    e.ino = node->nodeid;
+    e.generation = SessionNodes::kGeneration;
+    e.attr = SessionNodeStat(*node);
+  }
+  fuse_reply_entry(req, &e);
+}
+
 // direct_io on every regular file, for three reasons:
 //  - Durability: O_DSYNC/O_SYNC writes then arrive as WRITE requests carrying the flag
 //    (no page cache, no FSYNC follows), and walfs persists them before replying; with
@@ -223,6 +258,10 @@ void WalfsDestroy(void* userdata) {
 
 void WalfsLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   OpTimer timer(GetServer(req), OpClass::kOther);
+  if (IsSessionName(parent, name)) {
+    ReplySessionEntry(req, GetServer(req).session_nodes().Lookup(name));
+    return;
+  }
   absl::StatusOr<core::Attr> attr = GetServer(req).dir().Lookup(parent, name);
   if (!attr.ok() && core::ErrnoFromStatus(attr.status()) == ENOENT) {
     // A negative entry (ino 0) the kernel caches like a positive one.
@@ -235,19 +274,32 @@ void WalfsLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void WalfsForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  GetServer(req).dir().Forget(ino, nlookup);
+  // Session nodes keep no lookup count: they live until UNLINK.
+  if (!SessionNodes::IsNodeId(ino)) GetServer(req).dir().Forget(ino, nlookup);
   fuse_reply_none(req);
 }
 
 void WalfsForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
   core::WalDirectory& dir = GetServer(req).dir();
-  for (size_t i = 0; i < count; ++i) dir.Forget(forgets[i].ino, forgets[i].nlookup);
+  for (size_t i = 0; i < count; ++i) {
+    if (!SessionNodes::IsNodeId(forgets[i].ino)) dir.Forget(forgets[i].ino, forgets[i].nlookup);
+  }
   fuse_reply_none(req);
 }
 
 void WalfsGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(GetServer(req), OpClass::kOther);
   (void)fi;
+  if (SessionNodes::IsNodeId(ino)) {
+    std::optional<SessionNodes::Node> node = GetServer(req).session_nodes().Get(ino);
+    if (!node) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    struct stat st = SessionNodeStat(*node);
+    fuse_reply_attr(req, &st, 0);
+    return;
+  }
   absl::StatusOr<core::Attr> attr = GetServer(req).dir().GetAttr(ino);
   if (!attr.ok()) {
     fuse_reply_err(req, StatusToErrno(attr.status(), "getattr", ino));
@@ -261,6 +313,10 @@ void WalfsSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
                   fuse_file_info* fi) {
   OpTimer timer(GetServer(req), OpClass::kOther);
   (void)fi;
+  if (SessionNodes::IsNodeId(ino)) {
+    fuse_reply_err(req, EPERM);  // a session node's mode and owner are the daemon's
+    return;
+  }
   core::SetattrRequest r;
   if (to_set & FUSE_SET_ATTR_MODE) r.mode = attr->st_mode & 07777;
   if (to_set & FUSE_SET_ATTR_UID) r.uid = attr->st_uid;
@@ -293,6 +349,10 @@ void WalfsSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
 
 void WalfsReadlink(fuse_req_t req, fuse_ino_t ino) {
   OpTimer timer(GetServer(req), OpClass::kOther);
+  if (SessionNodes::IsNodeId(ino)) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
   absl::StatusOr<std::string> target = GetServer(req).dir().Readlink(ino);
   if (!target.ok()) {
     fuse_reply_err(req, StatusToErrno(target.status(), "readlink", ino));
@@ -306,6 +366,24 @@ void WalfsReadlink(fuse_req_t req, fuse_ino_t ino) {
 void WalfsMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                 dev_t rdev) {
   OpTimer timer(GetServer(req), OpClass::kCreate);
+  if (SessionNodes::IsReserved(name)) {
+    // A client binding its session socket (fs/lease_protocol.h, step 1a): a virtual
+    // node, only in the root, only a socket; anything else under the prefix is EPERM.
+    if (parent != core::kRootInode) {
+      fuse_reply_err(req, EPERM);
+      return;
+    }
+    const fuse_ctx* ctx = fuse_req_ctx(req);
+    SessionNodes::Node node;
+    const int error = GetServer(req).session_nodes().Create(name, mode, ctx->uid, ctx->gid,
+                                                            ctx->pid, &node);
+    if (error != 0) {
+      fuse_reply_err(req, error);
+      return;
+    }
+    ReplySessionEntry(req, node);
+    return;
+  }
   core::WalDirectory& dir = GetServer(req).dir();
   if (S_ISREG(mode)) {  // some tools create regular files with mknod
     ReplyEntry(req, dir.Create(parent, name, mode & 07777, GetCaller(req), /*exclusive=*/true),
@@ -320,23 +398,39 @@ void WalfsMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode
 
 void WalfsMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   OpTimer timer(GetServer(req), OpClass::kCreate);
+  if (SessionNodes::IsReserved(name)) {
+    fuse_reply_err(req, EPERM);
+    return;
+  }
   ReplyEntry(req, GetServer(req).dir().Mkdir(parent, name, mode & 07777, GetCaller(req)),
              "mkdir", parent);
 }
 
 void WalfsSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
   OpTimer timer(GetServer(req), OpClass::kCreate);
+  if (SessionNodes::IsReserved(name)) {
+    fuse_reply_err(req, EPERM);
+    return;
+  }
   ReplyEntry(req, GetServer(req).dir().Symlink(parent, name, link, GetCaller(req)),
              "symlink", parent);
 }
 
 void WalfsLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
   OpTimer timer(GetServer(req), OpClass::kCreate);
+  if (SessionNodes::IsNodeId(ino) || SessionNodes::IsReserved(newname)) {
+    fuse_reply_err(req, EPERM);
+    return;
+  }
   ReplyEntry(req, GetServer(req).dir().Link(ino, newparent, newname), "link", ino);
 }
 
 void WalfsUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   OpTimer timer(GetServer(req), OpClass::kUnlink);
+  if (IsSessionName(parent, name)) {
+    fuse_reply_err(req, GetServer(req).session_nodes().Remove(name));
+    return;
+  }
   ReplyStatus(req, GetServer(req).dir().Unlink(parent, name), "unlink", parent);
 }
 
@@ -348,6 +442,10 @@ void WalfsRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void WalfsRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
                  const char* newname, unsigned int flags) {
   OpTimer timer(GetServer(req), OpClass::kRename);
+  if (SessionNodes::IsReserved(name) || SessionNodes::IsReserved(newname)) {
+    fuse_reply_err(req, EPERM);
+    return;
+  }
   if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
     fuse_reply_err(req, EINVAL);  // RENAME_WHITEOUT: overlayfs only
     return;
@@ -365,6 +463,10 @@ void WalfsCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mod
                  fuse_file_info* fi) {
   OpTimer timer(GetServer(req), OpClass::kCreate);
   const Server& server = GetServer(req);
+  if (SessionNodes::IsReserved(name)) {
+    fuse_reply_err(req, EPERM);
+    return;
+  }
   core::WalDirectory& dir = server.dir();
   bool exclusive = (fi->flags & O_EXCL) != 0;
   absl::StatusOr<core::Attr> attr =
@@ -396,6 +498,10 @@ void WalfsCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mod
 
 void WalfsOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   OpTimer timer(GetServer(req), OpClass::kOpen);
+  if (SessionNodes::IsNodeId(ino)) {
+    fuse_reply_err(req, EPERM);
+    return;
+  }
   // With ATOMIC_O_TRUNC (negotiated in init) O_TRUNC reaches us here, not as SETATTR.
   if (fi->flags & O_TRUNC) {
     core::SetattrRequest truncate;
@@ -458,7 +564,7 @@ void WalfsFlush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   server.fuse_flush.fetch_add(1, std::memory_order_relaxed);
   // A descriptor of this handle is being closed, maybe one a client library tracks
   // without having seen the close: its next store must not go into the pool until it
-  // has checked again (fs/lease_protocol.h, "Revocation"). Revoked before the reply,
+  // has checked again (L4, fs/lease_stamps.h). Revoked before the reply,
   // which close(2) waits for.
   FileHandle* handle = FileHandle::From(fi);
   if (handle != nullptr && server.lease_stamps() != nullptr) {
@@ -499,32 +605,81 @@ void WalfsRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fuse_reply_err(req, 0);
 }
 
-// Direct access (fs/lease_protocol.h): the one ioctl walfs answers. The kernel sends it
-// as a restricted ioctl (size from the command), tied to the open handle that the
-// lease then lives with until RELEASE.
-void WalfsIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
-                fuse_file_info* fi, unsigned flags, const void* in_buf, size_t in_bufsz,
-                size_t out_bufsz) {
-  OpTimer timer(GetServer(req), OpClass::kOpen);
-  (void)arg;
-  (void)in_buf;
-  (void)in_bufsz;
+// Direct access (fs/lease_protocol.h): the two ioctls walfs answers. The kernel sends
+// them as restricted ioctls (sizes from the commands).
+
+// Step 1b: the caller asks for a hello on the socket it bound in the root. Refusals, in
+// this order: EPERM (not the pool's owner or root, L5), EINVAL (malformed request),
+// ENOENT (not a live node the same pid created), EOPNOTSUPP (direct access off: a copy
+// + drain is not durable here, L7), EBUSY (too many hellos pending). The hello is
+// queued before the reply so that a full queue can still be refused; the sender's
+// connect waits in the socket's backlog until the client, once the reply is in,
+// accepts it.
+void HandleSessionIoctl(fuse_req_t req, const void* in_buf, size_t in_bufsz) {
   Server& server = GetServer(req);
-  FileHandle* handle = FileHandle::From(fi);
-  // Directories have no FileHandle; 32-bit callers would read the reply at another
-  // layout (it has none of their own); unknown commands are not ours.
-  if (cmd != static_cast<unsigned int>(lease::kIoctlLease) || handle == nullptr ||
-      (flags & (FUSE_IOCTL_COMPAT | FUSE_IOCTL_DIR)) != 0) {
-    fuse_reply_err(req, ENOTTY);
+  auto refuse = [&](int error) {
+    server.sessions_refused.fetch_add(1, std::memory_order_relaxed);
+    fuse_reply_err(req, error);
+  };
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  if (!MayUseDirectAccess(ctx->uid, server.config().pool_owner)) {
+    refuse(EPERM);
     return;
   }
+  if (in_buf == nullptr || in_bufsz < sizeof(lease::SessionRequest)) {
+    refuse(EINVAL);
+    return;
+  }
+  lease::SessionRequest request;
+  std::memcpy(&request, in_buf, sizeof(request));
+  std::string name;
+  if (const int error = CheckSessionRequest(request, &name); error != 0) {
+    refuse(error);
+    return;
+  }
+  if (const int error = server.session_nodes().CheckCreator(name, ctx->pid); error != 0) {
+    refuse(error);
+    return;
+  }
+  SessionSender* sender = server.session_sender();
+  if (!server.config().direct_access.available() || sender == nullptr) {
+    refuse(EOPNOTSUPP);
+    return;
+  }
+  if (!sender->Enqueue(name, ctx->uid)) {
+    Log(LOG_WARNING, "direct-access session %s refused: %zu hellos already pending",
+        name.c_str(), SessionSender::kMaxPending);
+    refuse(EBUSY);
+    return;
+  }
+  fuse_reply_ioctl(req, 0, nullptr, 0);
+}
+
+// Step 2: a lease on the open handle, which the lease then lives with until RELEASE.
+void HandleLeaseIoctl(fuse_req_t req, fuse_ino_t ino, FileHandle* handle,
+                      const void* in_buf, size_t in_bufsz, size_t out_bufsz) {
+  Server& server = GetServer(req);
   auto refuse = [&](int error) {
     server.leases_refused.fetch_add(1, std::memory_order_relaxed);
     fuse_reply_err(req, error);
   };
-  if (out_bufsz < sizeof(lease::Reply)) {
+  if (!MayUseDirectAccess(fuse_req_ctx(req)->uid, server.config().pool_owner)) {
+    refuse(EPERM);  // L5
+    return;
+  }
+  if (in_buf == nullptr || in_bufsz < sizeof(lease::Reply) ||
+      out_bufsz < sizeof(lease::Reply)) {
     refuse(EINVAL);
     return;
+  }
+  {
+    // One request buffer per worker thread: it is 704 bytes, and leases are rare.
+    thread_local lease::Reply request;
+    std::memcpy(&request, in_buf, sizeof(request));
+    if (const int error = CheckLeaseRequest(request); error != 0) {
+      refuse(error);
+      return;
+    }
   }
   if (!handle->Writable()) {
     refuse(EBADF);  // a lease is for stores; reads go through FUSE
@@ -534,24 +689,19 @@ void WalfsIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
     refuse(EINVAL);  // where an append lands is decided at EOF, by the daemon
     return;
   }
-  if (server.config().page_cache) {
-    // Without direct_io the kernel caches file pages that a client's stores into the
-    // pool would never update (the page_cache benchmark experiment).
-    refuse(EOPNOTSUPP);
-    return;
-  }
   LeaseStamps* stamps = server.lease_stamps();
-  if (stamps == nullptr) {
-    refuse(EOPNOTSUPP);  // msync mode or read-only (AcquireLease would say so too), or
-                         // no stamps file: leases could not be revoked
+  if (!server.config().direct_access.available() || stamps == nullptr) {
+    // msync mode, read-only, the page_cache experiment (the kernel would cache file
+    // pages that a client's stores never update), or no stamps: leases could not be
+    // revoked (L4, L7).
+    refuse(EOPNOTSUPP);
     return;
   }
   std::lock_guard<std::mutex> l(handle->lease_mu);
   core::WalDirectory& dir = server.dir();
   absl::StatusOr<core::Lease> lease = dir.AcquireLease(ino, /*renew=*/handle->leased);
   if (!lease.ok()) {
-    int error = StatusToErrno(lease.status(), "lease", ino);
-    refuse(error);
+    refuse(StatusToErrno(lease.status(), "lease", ino));
     return;
   }
   const bool was_leased = handle->leased;
@@ -571,10 +721,8 @@ void WalfsIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
   }
   const uint32_t slot = static_cast<uint32_t>(handle->stamp_slot);
   const LeaseStamp stamp{.offset = LeaseStamps::OffsetOf(slot), .value = stamps->Renew(slot)};
-  // One reply buffer per worker thread: it is 13 KiB, and leases are rare.
   thread_local lease::Reply reply;
-  absl::Status filled = FillLeaseReply(*lease, server.config().lease_pool,
-                                       dir.superblock(), stamp, &reply);
+  absl::Status filled = FillLeaseReply(*lease, dir.superblock(), stamp, &reply);
   if (!filled.ok()) {
     Log(LOG_WARNING, "lease on inode %lu refused: %s", static_cast<unsigned long>(ino),
         std::string(filled.message()).c_str());
@@ -589,6 +737,30 @@ void WalfsIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
     stamps->Revoke(slot);
     (void)dir.ReleaseLease(ino);
   }
+}
+
+void WalfsIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void* arg,
+                fuse_file_info* fi, unsigned flags, const void* in_buf, size_t in_bufsz,
+                size_t out_bufsz) {
+  OpTimer timer(GetServer(req), OpClass::kOpen);
+  (void)arg;
+  // 32-bit callers would read the structs at another layout (they have none of their
+  // own); unknown commands are not ours.
+  if ((flags & FUSE_IOCTL_COMPAT) != 0) {
+    fuse_reply_err(req, ENOTTY);
+    return;
+  }
+  if (cmd == static_cast<unsigned int>(lease::kIoctlSession)) {
+    // On any walfs file or directory the caller has open: the handle plays no part.
+    HandleSessionIoctl(req, in_buf, in_bufsz);
+    return;
+  }
+  FileHandle* handle = (flags & FUSE_IOCTL_DIR) != 0 ? nullptr : FileHandle::From(fi);
+  if (cmd == static_cast<unsigned int>(lease::kIoctlLease) && handle != nullptr) {
+    HandleLeaseIoctl(req, ino, handle, in_buf, in_bufsz, out_bufsz);
+    return;
+  }
+  fuse_reply_err(req, ENOTTY);  // directories have no FileHandle
 }
 
 void WalfsFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
@@ -657,6 +829,7 @@ void WalfsReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   std::string name;
   absl::Status status = GetServer(req).dir().Readdir(
       ino, static_cast<uint64_t>(off), [&](const core::DirEntry& d) {
+        if (ino == core::kRootInode && SessionNodes::IsReserved(d.name)) return true;
         struct stat st {};
         st.st_ino = d.ino;
         st.st_mode = d.type;
@@ -695,6 +868,7 @@ void WalfsReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   absl::Status status =
       dir.Readdir(ino, static_cast<uint64_t>(off), [&](const core::DirEntry& d) {
         Pending p{std::string(d.name), d.ino, d.type, d.next_cookie};
+        if (ino == core::kRootInode && SessionNodes::IsReserved(p.name)) return true;
         size_t need = fuse_add_direntry_plus(req, nullptr, 0, p.name.c_str(), nullptr, 0);
         if (budget + need > size) return false;
         budget += need;

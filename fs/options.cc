@@ -178,6 +178,11 @@ absl::Status ApplyOption(const std::string& option, Options& options) {
     return absl::OkStatus();
   }
   if (key == "powercut_sim") {
+    if (!kTestFacilitiesBuilt) {
+      return absl::InvalidArgumentError(
+          "mount option powercut_sim: this walfs was built without test facilities "
+          "(configure with -DWALFS_TEST_FACILITIES=ON for a test build)");
+    }
     options.powercut_sim = true;
     return no_value();
   }
@@ -323,8 +328,11 @@ std::string Usage(const std::string& program) {
       "  durability=strict   every fsync is sent to walfs and persists for real\n"
       "  fsname=NAME         source shown by mount and df (default: POOL)\n"
       "  subtype=NAME        file system type fuse.NAME (default: walfs)\n"
-      "  powercut_sim        TEST FACILITY, never for real data: only persisted bytes\n"
-      "                      reach POOL, so kill -9 of the daemon acts as a power cut\n"
+      ,
+      kTestFacilitiesBuilt
+          ? "  powercut_sim        TEST FACILITY, never for real data: only persisted bytes\n"
+            "                      reach POOL, so kill -9 of the daemon acts as a power cut\n"
+          : "",
       "Options mount(8) adds (rw, nodev, nosuid, noatime, nofail, _netdev, defaults,\n"
       "x-systemd.*, ...) are ignored. Options are separated by ','; '\\,' is a comma\n"
       "inside a value. SIZE is bytes or a number with K, M, G or T (also KB/KiB, ...;\n"

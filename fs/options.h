@@ -36,10 +36,12 @@
 //   fsname=NAME          source shown by mount/df (default: the pool path)
 //   subtype=NAME         type shown as fuse.NAME (default: walfs)
 //   debug                same as -d (libfuse request tracing, implies -f)
-//   powercut_sim         TEST FACILITY, off by default: the pool is served from a private
-//                        copy and only flushed-and-drained (pmem) or msynced bytes reach
-//                        the pool file, so kill -9 of the daemon leaves what a power cut
-//                        would (core/power_cut_region.h). Refused with ro.
+//   powercut_sim         TEST FACILITY, only in a build configured with
+//                        -DWALFS_TEST_FACILITIES=ON (refused otherwise): the pool is
+//                        served from a private copy and only flushed-and-drained (pmem)
+//                        or msynced bytes reach the pool file, so kill -9 of the daemon
+//                        leaves what a power cut would (core/power_cut_region.h).
+//                        Refused with ro.
 // Options mount(8) adds on its own (rw, dev, nodev, suid, nosuid, exec, atime, noatime,
 // relatime, nofail, _netdev, auto, noauto, user, users, defaults, x-*, comment=...) are
 // ignored; anything else is refused. The argument vector is split by libfuse's
@@ -121,6 +123,15 @@ struct Experiments {
 };
 inline constexpr bool kExperimentsBuilt =
 #ifdef WALFS_BENCH_EXPERIMENTS
+    true;
+#else
+    false;
+#endif
+// Whether this build has the test facilities (-DWALFS_TEST_FACILITIES=ON): the
+// powercut_sim mount option and the power-cut image it hands direct-access clients.
+// Shipped builds (the Debian package) have none.
+inline constexpr bool kTestFacilitiesBuilt =
+#ifdef WALFS_TEST_FACILITIES
     true;
 #else
     false;

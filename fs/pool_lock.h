@@ -22,6 +22,10 @@ class PoolLock {
   PoolLock(const PoolLock&) = delete;
   PoolLock& operator=(const PoolLock&) = delete;
 
+  // The locked descriptor (O_RDONLY, owned): the inode the daemon serves. Session
+  // hellos reopen it through /proc/self/fd for each client (fs/session.h).
+  int fd() const { return fd_; }
+
  private:
   explicit PoolLock(int fd) : fd_(fd) {}
   int fd_;

@@ -50,6 +50,11 @@ std::string Server::StatusJson() const {
   s.fuse_fsyncdir = fuse_fsyncdir.load(std::memory_order_relaxed);
   s.fuse_flush = fuse_flush.load(std::memory_order_relaxed);
   s.leases_refused = leases_refused.load(std::memory_order_relaxed);
+  s.direct_access = config_.direct_access.available();
+  s.direct_access_reason = config_.direct_access.off_reason;
+  s.direct_durability = DurabilityName(config_.direct_access.durability);
+  s.sessions_granted = sessions_granted.load(std::memory_order_relaxed);
+  s.sessions_refused = sessions_refused.load(std::memory_order_relaxed);
   s.uptime_seconds = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
                                                        started_)

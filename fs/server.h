@@ -13,9 +13,10 @@
 
 #include "core/latency_histogram.h"
 #include "core/wal_directory.h"
-#include "fs/lease_reply.h"
 #include "fs/lease_stamps.h"
 #include "fs/options.h"
+#include "fs/session.h"
+#include "fs/session_nodes.h"
 #include "fs/usage_watch.h"
 
 struct fuse_session;
@@ -35,10 +36,12 @@ struct ServerConfig {
   // Benchmark experiments (Experiments in fs/options.h); false in every deployment.
   bool page_cache = false;    // open files without direct_io
   bool ignore_dsync = false;  // treat O_DSYNC/O_SYNC writes as plain writes
-  // What lease replies say about the pool (fs/lease_protocol.h).
-  LeasePool lease_pool;
-  // Revocation words of leased handles; null when the daemon grants no leases (msync
-  // mode, read-only, or the stamps file could not be made). Outlives the server.
+  // Direct access (fs/lease_protocol.h): whether it is offered and how durable it is.
+  DirectAccess direct_access;
+  // The pool file's owner: with root, the only caller given a session or a lease (L5).
+  uid_t pool_owner = 0;
+  // Revocation words of leased handles; null exactly when direct access is off.
+  // Outlives the server.
   LeaseStamps* lease_stamps = nullptr;
 };
 
@@ -50,7 +53,7 @@ enum class OpClass : int {
   kCreate,  // CREATE, MKNOD, MKDIR, SYMLINK, LINK
   kRename,  // RENAME
   kUnlink,  // UNLINK, RMDIR
-  kOpen,    // OPEN, RELEASE, the lease ioctl
+  kOpen,    // OPEN, RELEASE, the session and lease ioctls
   kOther,   // LOOKUP, GETATTR, SETATTR, READDIR, STATFS, FALLOCATE, xattrs, ...
 };
 inline constexpr int kOpClasses = 8;
@@ -85,6 +88,13 @@ class Server {
 
   const ServerConfig& config() const { return config_; }
 
+  // The virtual socket nodes of sessions (fs/session_nodes.h).
+  SessionNodes& session_nodes() { return session_nodes_; }
+  // Sends session hellos; null when direct access is off. Set once, before the session
+  // starts, and outlives it (fs/session.h).
+  SessionSender* session_sender() const { return session_sender_; }
+  void set_session_sender(SessionSender* sender) { session_sender_ = sender; }
+
   // The session, for notifications to the kernel; set once, before it starts.
   fuse_session* session() const { return session_; }
   void set_session(fuse_session* session) { session_ = session; }
@@ -96,6 +106,10 @@ class Server {
   std::atomic<uint64_t> fuse_fsyncdir{0};
   std::atomic<uint64_t> fuse_flush{0};
   std::atomic<uint64_t> leases_refused{0};  // lease ioctls answered with an error
+  std::atomic<uint64_t> sessions_granted{0};  // hellos delivered
+  // Session ioctls answered with an error, and accepted ones whose hello could not be
+  // delivered.
+  std::atomic<uint64_t> sessions_refused{0};
   // Set at INIT when the kernel can open directories without asking (NO_OPENDIR
   // support, Linux 5.1): OPENDIR is then answered ENOSYS and neither it nor RELEASEDIR
   // is sent again. A directory handle carries no state here (readdir is cookie-based).
@@ -114,6 +128,8 @@ class Server {
   const ServerConfig config_;
   const bool fsync_shortcut_;
   fuse_session* session_ = nullptr;
+  SessionSender* session_sender_ = nullptr;
+  SessionNodes session_nodes_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::array<core::LatencyHistogram, kOpClasses> latency_;
   UsageWatch usage_watch_;

@@ -90,6 +90,11 @@ std::string StatusJson(const DaemonStatus& s) {
   j.Num("leases_released", c.leases_released);
   j.Num("leases_active", c.leases_active);
   j.Num("leases_refused", s.leases_refused);
+  j.Bool("direct_access", s.direct_access);
+  j.Str("direct_access_off_reason", s.direct_access_reason);
+  j.Str("direct_access_durability", s.direct_durability);
+  j.Num("sessions_granted", s.sessions_granted);
+  j.Num("sessions_refused", s.sessions_refused);
   j.Str("software_version", WALFS_VERSION);
   j.Num("uptime_seconds", s.uptime_seconds);
   j.Str("persist_error", s.persist_error);

@@ -36,6 +36,13 @@
 //                     direct-access leases (core::Counters): handed out, ended, held now
 //   "leases_refused": lease requests answered with an error (msync mode, empty file,
 //                     read-only handle, ...); the client then writes through FUSE
+//   "direct_access":  true when the daemon grants sessions and leases
+//   "direct_access_off_reason": "" when it does; else why not (read-only mount, msync
+//                     mode, the page_cache experiment, no revocation stamps)
+//   "direct_access_durability": "device" | "map_sync" | "forced" | "none": why a copy +
+//                     drain into the pool is durable (lease_protocol.h kDurability*)
+//   "sessions_granted": session hellos delivered to clients
+//   "sessions_refused": session requests refused, or accepted but not delivered
 //   "software_version": the daemon's version (WALFS_VERSION)
 //   "uptime_seconds": since the daemon started serving
 //   "persist_error":  "" while healthy; else the latched persist failure (from then on
@@ -84,6 +91,11 @@ struct DaemonStatus {
   uint64_t fuse_fsyncdir = 0;
   uint64_t fuse_flush = 0;
   uint64_t leases_refused = 0;
+  bool direct_access = false;
+  std::string direct_access_reason;
+  std::string direct_durability = "none";
+  uint64_t sessions_granted = 0;
+  uint64_t sessions_refused = 0;
   uint64_t uptime_seconds = 0;
   std::string persist_error;
   uint64_t enospc_errors = 0;

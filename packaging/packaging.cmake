@@ -132,4 +132,28 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
   ${WALFS_PKG_DIR}/debian/prerm
   ${WALFS_PKG_DIR}/debian/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
+
+# The shipped package never carries test facilities or benchmark experiments
+# (WALFS_TEST_FACILITIES, WALFS_BENCH_EXPERIMENTS: switches no deployment may have). A
+# build tree configured with either is a test build: its cpack packages a tree of its
+# own instead, package-tree/ under this one, configured from the same sources with both
+# off and without the tests, and built by cpack itself (packaging/package_tree.cmake)
+# before it installs from it.
+if(WALFS_TEST_FACILITIES OR WALFS_BENCH_EXPERIMENTS)
+  set(WALFS_PACKAGE_TREE ${PROJECT_BINARY_DIR}/package-tree)
+  set(WALFS_PACKAGE_TREE_ARGS
+    -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE}
+    -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}
+    -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}
+    -DWALFS_TEST_FACILITIES=OFF
+    -DWALFS_BENCH_EXPERIMENTS=OFF
+    -DWALFS_BUILD_TESTS=OFF
+    -DWALFS_HARDENING=${WALFS_HARDENING}
+    -DWALFS_WERROR=${WALFS_WERROR}
+    "-DWALFS_MAINTAINER=${WALFS_MAINTAINER}")
+  configure_file(${WALFS_PKG_DIR}/package_tree.cmake.in
+    ${PROJECT_BINARY_DIR}/package_tree.cmake @ONLY)
+  set(CPACK_INSTALL_SCRIPTS ${PROJECT_BINARY_DIR}/package_tree.cmake)
+  set(CPACK_INSTALL_CMAKE_PROJECTS "${WALFS_PACKAGE_TREE};walfs;ALL;/")
+endif()
 include(CPack)

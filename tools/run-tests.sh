@@ -7,7 +7,8 @@ usage() {
   cat <<'EOF'
 Usage: tools/run-tests.sh [--quick] [CTEST-ARGUMENTS...]
 Installs the dependencies (as root: tools/install-deps.sh, apt-get), builds walfs in
-./build (RelWithDebInfo, warnings are errors) and runs, in order:
+./build (RelWithDebInfo, warnings are errors, with the test facilities the power-cut
+tests need: -DWALFS_TEST_FACILITIES=ON) and runs, in order:
   1. the whole suite with ctest (unit, crash, tools, integration with real FUSE mounts
      and a real PostgreSQL run as postgres, packaging, benchmark smoke). PostgreSQL 15
      is the host's; 17 and 18 run in Debian chroots made once by tools/pg-chroot
@@ -17,7 +18,8 @@ Installs the dependencies (as root: tools/install-deps.sh, apt-get), builds walf
      the library's coverage check; WALFS_PG_MATRIX=full runs every PostgreSQL test for
      every version, with and without the library;
   2. a build with Debian's dpkg-buildflags (Release, hardening=+all: CPPFLAGS, CXXFLAGS
-     and LDFLAGS) in ./build-dpkg, built only, so that it stays warning-free;
+     and LDFLAGS) in ./build-dpkg, built only, so that it stays warning-free; like the
+     package (whose cpack builds it without them) it has no test facilities;
   3. the unit and crash tests and the fast mount tests under AddressSanitizer + UBSan
      (./build-asan), and the daemon under ThreadSanitizer with a concurrent load
      (./build-tsan);
@@ -57,7 +59,7 @@ fi
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=$(nproc)
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_WERROR=ON \
-  -DWALFS_PG_MATRIX="${WALFS_PG_MATRIX:-ci}"
+  -DWALFS_PG_MATRIX="${WALFS_PG_MATRIX:-ci}" -DWALFS_TEST_FACILITIES=ON
 cmake --build "$BUILD_DIR" -j"$JOBS"
 (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 1200 "$@")
 
@@ -71,7 +73,8 @@ if [ "${WALFS_BUILDFLAGS_RUN:-1}" = 1 ]; then
   (
     eval "$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --export=sh)"
     export CFLAGS="$CFLAGS $CPPFLAGS" CXXFLAGS="$CXXFLAGS $CPPFLAGS" LDFLAGS
-    cmake -S . -B "$DPKG_DIR" -DCMAKE_BUILD_TYPE=Release -DWALFS_WERROR=ON
+    cmake -S . -B "$DPKG_DIR" -DCMAKE_BUILD_TYPE=Release -DWALFS_WERROR=ON \
+      -DWALFS_TEST_FACILITIES=OFF
     cmake --build "$DPKG_DIR" -j"$JOBS"
   )
 fi
@@ -88,7 +91,10 @@ if [ "${WALFS_SANITIZE_RUN:-1}" = 1 ]; then
   SAN_LOGS=$(cd "$(dirname "$SAN_DIR")" && pwd)/$(basename "$SAN_DIR")-reports
   rm -rf "$SAN_LOGS"
   mkdir -p "$SAN_LOGS"
-  cmake -S . -B "$SAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_SANITIZE=ON -DWALFS_WERROR=ON
+  # Without the test facilities (none of these tests uses them), so that the unit tests
+  # run a shipped build's option parsing too (stage 1 runs the test build's).
+  cmake -S . -B "$SAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_SANITIZE=ON -DWALFS_WERROR=ON \
+    -DWALFS_TEST_FACILITIES=OFF
   cmake --build "$SAN_DIR" -j"$JOBS" --target walfs_unit_tests walfs_direct_unit_tests \
     walfs_crash_tests walfs mkfs_walfs fsck_walfs walfsctl
   san_status=0
@@ -102,7 +108,8 @@ if [ "${WALFS_SANITIZE_RUN:-1}" = 1 ]; then
   # ThreadSanitizer: the daemon under fs_stress_test's concurrent load (the test fails on
   # any report; tests/integration/tsan.supp lists what is suppressed and why).
   TSAN_DIR=${BUILD_DIR}-tsan
-  cmake -S . -B "$TSAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_TSAN=ON -DWALFS_WERROR=ON
+  cmake -S . -B "$TSAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_TSAN=ON -DWALFS_WERROR=ON \
+    -DWALFS_TEST_FACILITIES=OFF
   cmake --build "$TSAN_DIR" -j"$JOBS" --target walfs mkfs_walfs fsck_walfs walfsctl
   (cd "$TSAN_DIR" && WALFS_STRESS_SECS=${WALFS_STRESS_SECS:-10} \
     ctest --output-on-failure --timeout 900 -R '^integration\.fs_stress_test$') || san_status=1

@@ -176,6 +176,10 @@ std::string RenderPrometheus(const StatusDoc& doc) {
       {"leases_released", "walfs_leases_released_total", "Direct-access leases ended.", false},
       {"leases_refused", "walfs_leases_refused_total",
        "Lease requests refused (the client then writes through FUSE).", false},
+      {"sessions_granted", "walfs_sessions_granted_total",
+       "Direct-access sessions set up (hello delivered).", false},
+      {"sessions_refused", "walfs_sessions_refused_total",
+       "Direct-access session requests refused or not delivered.", false},
       {"enospc_errors", "walfs_enospc_errors_total", "Requests answered ENOSPC.", false},
       {"eio_errors", "walfs_eio_errors_total", "Requests answered EIO.", false},
   };
@@ -185,6 +189,14 @@ std::string RenderPrometheus(const StatusDoc& doc) {
   }
   e.Sample("walfs_leases_active", "gauge", "Direct-access leases held now.",
            D(Num(doc, "leases_active")));
+  if (auto direct = Bool(doc, "direct_access")) {
+    // The reason stays out of the labels (free text); walfsctl status shows it.
+    e.Sample("walfs_direct_access", "gauge",
+             "1 when the daemon grants direct-access sessions and leases; the label says "
+             "why a client's copy + drain is durable.",
+             *direct ? 1.0 : 0.0,
+             absl::StrCat("durability=\"", Escape(Str(doc, "direct_access_durability")), "\""));
+  }
 
   auto latency = doc.find("latency");
   if (latency != doc.end() && latency->is_object()) {
@@ -249,6 +261,8 @@ const std::set<std::string, std::less<>>& ShownKeys() {
       "reads", "read_bytes", "fsyncs", "fsyncdirs", "sync_writes", "journal_commits",
       "journal_replays", "orphans_reclaimed", "zeroed_blocks", "fuse_fsync", "fuse_fsyncdir",
       "fuse_flush", "leases_granted", "leases_released", "leases_active", "leases_refused",
+      "direct_access", "direct_access_off_reason", "direct_access_durability",
+      "sessions_granted", "sessions_refused",
       "software_version", "uptime_seconds", "persist_error", "enospc_errors", "eio_errors",
       "usage_warning_level", "latency"};
   return kKeys;
@@ -325,11 +339,21 @@ std::string RenderHuman(const StatusDoc& doc, const std::string& mountpoint) {
                                                       " commits, ",
                                                       OrUnknown(Num(doc, "journal_replays")),
                                                       " replayed at open")));
+  const auto direct = Bool(doc, "direct_access");
+  std::string access = "?";
+  if (direct && *direct) {
+    access = absl::StrCat("available (durability ", Str(doc, "direct_access_durability"), ")");
+  } else if (direct) {
+    access = absl::StrCat("off (", Str(doc, "direct_access_off_reason"), ")");
+  }
   absl::StrAppend(&out,
                   Line("direct access",
-                       absl::StrCat(OrUnknown(Num(doc, "leases_active")), " leases held (",
-                                    OrUnknown(Num(doc, "leases_granted")), " granted, ",
-                                    OrUnknown(Num(doc, "leases_refused")), " refused)")));
+                       absl::StrCat(access, "; sessions ", OrUnknown(Num(doc, "sessions_granted")),
+                                    " granted, ", OrUnknown(Num(doc, "sessions_refused")),
+                                    " refused; ", OrUnknown(Num(doc, "leases_active")),
+                                    " leases held (", OrUnknown(Num(doc, "leases_granted")),
+                                    " granted, ", OrUnknown(Num(doc, "leases_refused")),
+                                    " refused)")));
   absl::StrAppend(&out, Line("errors", absl::StrCat(OrUnknown(Num(doc, "enospc_errors")),
                                                      " ENOSPC, ",
                                                      OrUnknown(Num(doc, "eio_errors")),

@@ -32,8 +32,9 @@ struct PmemPersistor {
 };
 
 // Stores the iovecs, in order, at file offset `offset` of the lease, flushing each piece,
-// then drains once. With a power-cut image mapped, each piece is also copied into the
-// image (plain memcpy: the daemon reads it, durability is the pool's business).
+// then drains once. In a test build with a power-cut image mapped, each piece is also
+// copied into the image (plain memcpy: the daemon reads it, durability is the pool's
+// business).
 // Preconditions (checked by the callers): offset + total length <= m.leased_size.
 template <typename Persistor>
 void StoreDirect(const LeaseMapping& m, uint64_t offset, const struct iovec* iov, int iovcnt,
@@ -49,7 +50,9 @@ void StoreDirect(const LeaseMapping& m, uint64_t offset, const struct iovec* iov
       const uint64_t room = run.length - in_run;
       const size_t n = left < room ? left : static_cast<size_t>(room);
       persistor.Store(run, in_run, src, n);
+#ifdef WALFS_TEST_FACILITIES
       if (run.image_addr != nullptr) memcpy(run.image_addr + in_run, src, n);
+#endif
       persistor.Flush(run, in_run, n);
       src += n;
       left -= n;

@@ -70,10 +70,12 @@ bool FdTable::TrackPending(int fd, dev_t dev, ino_t ino) {
   });
 }
 
-bool FdTable::ReplaceIf(int fd, const Entry* expected, const LeaseMapping& mapping) {
+bool FdTable::ReplaceIf(int fd, const Entry* expected, const LeaseMapping& mapping,
+                        std::atomic<int>* private_cell) {
   return Install(fd, expected, [&](Entry& e) {
     e.pending = false;
     e.mapping = mapping;
+    if (private_cell != nullptr && owned_ != nullptr) owned_->Rebind(private_cell, &e.private_fd);
   });
 }
 
@@ -100,6 +102,8 @@ void FdTable::Unref(Entry* entry) {
 
 void FdTable::Retire(Entry* entry) {
   if (!entry->pending) UnmapLease(entry->mapping);
+  // After the unmap: the daemon's FLUSH/RELEASE of the handle follows every store (L3).
+  if (owned_ != nullptr) owned_->Close(&entry->private_fd);
   SignalSafeLock::Guard guard(lock_);
   FreeLocked(entry);
 }

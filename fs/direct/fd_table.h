@@ -17,6 +17,29 @@
 // chunks that are never returned to the system (type-stable memory): a reader that
 // loaded a pointer just before the entry was retired can still safely try to take a
 // reference, which fails once the count reached zero.
+//
+// Pinning (L3): a lease entry owns a private close-on-exec duplicate of the leased
+// descriptor (the same open file description), registered with OwnedFds so the
+// application cannot close it by number. Retire, run by whoever drops the last
+// reference, unmaps first and closes the duplicate after: the kernel then sends the
+// daemon the description's FLUSH (and its RELEASE when it was the last descriptor),
+// which therefore comes after the entry's last store has returned. So the blocks a store
+// through an entry reaches belong to the leased file for as long as the store runs (L2).
+//
+// Stale numbers: the bound. The interposers see every close, dup2/dup3, close_range and
+// every descriptor-creating call made through libc, openat2 and syscall(SYS_open,
+// SYS_openat, SYS_openat2, SYS_close, SYS_close_range, SYS_dup, SYS_dup2, SYS_dup3,
+// SYS_fcntl with F_DUPFD/F_DUPFD_CLOEXEC), and drop the number's entry before the number
+// can mean another file. What they cannot see is a close made by an inline system call
+// (or io_uring) racing, on another thread, an open that reuses the number by a path not
+// interposed (io_uring's IORING_OP_OPENAT, an inline syscall). The kernel removes the
+// number from the table before it sends the FLUSH, and the daemon writes a new stamp
+// before it answers the FLUSH (L4): once that close(2) has returned, every later direct
+// store compares the stamp and goes to the kernel. A direct store can therefore only
+// miss the change while the unseen close is still in progress on another thread, and
+// then it lands in the leased file's own runs: the entry's private duplicate keeps the
+// handle open, so the daemon has not released the runs (L3, L2). It never reaches another
+// file's blocks, nor anything outside the pool's data area (L1).
 #ifndef WALFS_FS_DIRECT_FD_TABLE_H_
 #define WALFS_FS_DIRECT_FD_TABLE_H_
 
@@ -26,13 +49,14 @@
 #include <cstdint>
 
 #include "fs/direct/lease_mapping.h"
+#include "fs/direct/owned_fds.h"
 #include "fs/direct/signal_safe_lock.h"
 
 namespace walfs::direct {
 
 class FdTable {
  public:
-  static constexpr int kFdBound = 65536;
+  static constexpr int kFdBound = OwnedFds::kFdBound;
 
   struct Entry {
     std::atomic<uint32_t> refs{0};
@@ -40,6 +64,8 @@ class FdTable {
     dev_t dev = 0;
     ino_t ino = 0;
     LeaseMapping mapping;
+    // A lease's private duplicate of its descriptor (an OwnedFds cell), or -1.
+    std::atomic<int> private_fd{-1};
     Entry* next_free = nullptr;
   };
 
@@ -58,6 +84,8 @@ class FdTable {
     const LeaseMapping& operator*() const { return entry_->mapping; }
     const LeaseMapping* operator->() const { return &entry_->mapping; }
     Entry* entry() const { return entry_; }
+    // The entry's private descriptor now (MoveAside may renumber it), or -1.
+    int private_fd() const { return entry_->private_fd.load(std::memory_order_relaxed); }
     void Reset() {
       if (entry_ != nullptr) table_->Unref(entry_);
       entry_ = nullptr;
@@ -68,7 +96,9 @@ class FdTable {
     Entry* entry_ = nullptr;
   };
 
-  constexpr FdTable() = default;
+  // Private descriptors are registered with, and closed through, `owned`; a table
+  // without one (fd-table tests) holds only entries without them.
+  constexpr explicit FdTable(OwnedFds* owned = nullptr) : owned_(owned) {}
   FdTable(const FdTable&) = delete;
   FdTable& operator=(const FdTable&) = delete;
 
@@ -82,9 +112,12 @@ class FdTable {
   bool TrackPending(int fd, dev_t dev, ino_t ino);
 
   // Publishes `mapping` for fd only if its slot still holds `expected` (the pending
-  // entry the caller leased for). False (the caller still owns the mapping) when the
-  // slot changed meanwhile (a close, a newer open) or no entry memory can be had.
-  bool ReplaceIf(int fd, const Entry* expected, const LeaseMapping& mapping);
+  // entry the caller leased for). With `private_cell` (an OwnedFds cell holding the
+  // lease's private descriptor) the new entry takes the descriptor over (the cell is
+  // left -1). False (the caller still owns the mapping and the descriptor) when the slot
+  // changed meanwhile (a close, a newer open) or no entry memory can be had.
+  bool ReplaceIf(int fd, const Entry* expected, const LeaseMapping& mapping,
+                 std::atomic<int>* private_cell = nullptr);
 
   // One atomic load.
   bool IsTracked(int fd) const {
@@ -113,6 +146,8 @@ class FdTable {
     if (IsTracked(fd)) Untrack(fd);
   }
 
+  OwnedFds* owned() const { return owned_; }
+
   // Number of tracked fds, and of entries not yet returned; for tests.
   int tracked_count();
   int live_entries();
@@ -125,8 +160,9 @@ class FdTable {
   Ref AcquireSlow(int fd, Entry* entry);
   // Drops one reference; the last one retires the entry.
   void Unref(Entry* entry);
-  // Unmaps a leased entry's mapping, then returns the entry to the free list. lock_ not
-  // held: unmapping takes PoolFiles' lock, which is never taken inside lock_.
+  // Unmaps a leased entry's mapping, then closes its private descriptor (L3), then
+  // returns the entry to the free list. lock_ not held: unmapping takes the Sessions
+  // lock and closing the OwnedFds lock.
   void Retire(Entry* entry);
   // lock_ held. The slot's reference to `entry` (may be null), dropped while the slot
   // change is still under the lock: a pending entry (nothing mapped, the common case of a
@@ -142,6 +178,7 @@ class FdTable {
   bool Install(int fd, const Entry* expected, Fill fill);
   static inline const Entry* const kAny = reinterpret_cast<const Entry*>(1);
 
+  OwnedFds* const owned_;
   std::atomic<Entry*> slots_[kFdBound] = {};
   // One past the highest fd ever tracked: bounds UntrackRange's scan.
   std::atomic<int> high_water_{0};

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <linux/openat2.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,9 +22,11 @@
 #include <climits>
 
 #include "fs/direct/direct_write.h"
+#include "fs/direct/fd_calls.h"
 #include "fs/direct/fd_table.h"
 #include "fs/direct/lease.h"
-#include "fs/direct/pool_files.h"
+#include "fs/direct/owned_fds.h"
+#include "fs/direct/session.h"
 #include "fs/direct/switches.h"
 
 #define WALFS_EXPORT extern "C" __attribute__((visibility("default")))
@@ -31,8 +34,9 @@
 namespace walfs::direct {
 namespace {
 
-constinit FdTable g_table;
-constinit PoolFiles g_pools;
+constinit OwnedFds g_owned;
+constinit FdTable g_table(&g_owned);
+constinit Sessions g_sessions(&g_owned);
 
 // The next definition of `name` (libc's), resolved on first use. A symbol libc lacks
 // makes the call fail with ENOSYS.
@@ -53,21 +57,10 @@ constinit PoolFiles g_pools;
     return real_fn(__VA_ARGS__);           \
   } while (0)
 
-// After any call that created descriptor `fd`: a number we still track was closed
-// behind our back, so its entry is stale.
-inline int Created(int fd) {
-  if (fd >= 0) g_table.DropIfTracked(fd);
-  return fd;
-}
+constinit FdCalls g_calls(&g_table, &g_owned, ProductionLeaseSources);
 
-inline int Opened(int fd, int flags) {
-  if (fd < 0) return fd;
-  g_table.DropIfTracked(fd);
-  if (WantsLease(flags) && DirectEnabled()) {
-    NoteOpen(fd, flags, ProductionLeaseSources(), g_table);
-  }
-  return fd;
-}
+inline int Created(int fd) { return g_calls.Created(fd); }
+inline int Opened(int fd, int flags) { return g_calls.Opened(fd, flags); }
 
 inline bool NeedsMode(int flags) {
   return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE;
@@ -88,25 +81,30 @@ inline ssize_t Pwritev(int fd, const struct iovec* iov, int iovcnt, off_t offset
   if (result == DirectResult::kPending) {
     // The descriptor's first write: take its lease now. Afterwards fd holds the lease or
     // nothing (or a newer pending entry, whose own first write will ask).
-    LeasePending(fd, ProductionLeaseSources(), g_table, g_pools);
+    LeasePending(fd, ProductionLeaseSources(), g_table, g_sessions);
     result = TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written);
   }
   if (result == DirectResult::kStored) return static_cast<ssize_t>(written);
   return real();
 }
 
+// In the lock order (owned_fds.h), released in reverse.
 void ForkPrepare() {
   g_table.ForkPrepare();
-  g_pools.ForkPrepare();
+  g_sessions.ForkPrepare();
+  g_owned.ForkPrepare();
 }
 void ForkParent() {
-  g_pools.ForkParent();
+  g_owned.ForkParent();
+  g_sessions.ForkParent();
   g_table.ForkParent();
 }
 void ForkChild() {
-  g_pools.ForkChild();
+  g_owned.ForkChild();
+  g_sessions.ForkChild();
   g_table.ForkChild();
 }
+
 
 __attribute__((constructor)) void Init() {
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
@@ -116,13 +114,13 @@ __attribute__((constructor)) void Init() {
 }  // namespace
 }  // namespace walfs::direct
 
-using walfs::direct::CloseRangeAroundPools;
+using walfs::direct::CloseRangeAroundOwned;
 using walfs::direct::Created;
-using walfs::direct::g_pools;
+using walfs::direct::g_calls;
+using walfs::direct::g_owned;
 using walfs::direct::g_table;
 using walfs::direct::ModeArg;
 using walfs::direct::Opened;
-using walfs::direct::PoolFiles;
 
 // ---- open family ----------------------------------------------------------------------
 
@@ -196,6 +194,18 @@ WALFS_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
   auto* real_fn = WALFS_REAL(__openat64_2);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
   return Opened(real_fn(dirfd, path, flags), flags);
+}
+
+// glibc 2.36 has no openat2 wrapper (programs use syscall(SYS_openat2), handled below);
+// a libc that has one is interposed here, one that has none gets the system call.
+extern "C" int openat2(int dirfd, const char* path, struct open_how* how, size_t size);
+WALFS_EXPORT int openat2(int dirfd, const char* path, struct open_how* how, size_t size) {
+  using Fn = int(int, const char*, struct open_how*, size_t);
+  static Fn* const next = reinterpret_cast<Fn*>(dlsym(RTLD_NEXT, "openat2"));
+  const int fd = next != nullptr
+                     ? next(dirfd, path, how, size)
+                     : static_cast<int>(WALFS_REAL(syscall)(SYS_openat2, dirfd, path, how, size));
+  return Opened(fd, fd >= 0 ? static_cast<int>(how->flags) : 0);
 }
 
 WALFS_EXPORT int creat(const char* path, mode_t mode) {
@@ -273,50 +283,40 @@ WALFS_EXPORT int fdatasync(int fd) {
 
 // ---- descriptor lifetime --------------------------------------------------------------
 
-// The pool descriptors are the library's, not the application's: a close of one by
-// number fails as it would have without us (EBADF), and ranges skip them.
+// The library-owned descriptors (owned_fds.h) are not the application's: a close of one
+// by number fails as it would have without us (EBADF), and ranges skip them.
 WALFS_EXPORT int close(int fd) {
-  if (g_table.IsTracked(fd)) g_table.Untrack(fd);
-  if (g_pools.IsPoolFd(fd)) return errno = EBADF, -1;
-  WALFS_CALL_REAL(close, fd);
+  return g_calls.Close(fd, [&]() -> int { WALFS_CALL_REAL(close, fd); });
 }
 
 WALFS_EXPORT int close_range(unsigned int first, unsigned int last, int flags) noexcept {
-  if ((flags & CLOSE_RANGE_CLOEXEC) == 0) g_table.UntrackRange(first, last);
   auto* real_fn = WALFS_REAL(close_range);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  return CloseRangeAroundPools(g_pools, first, last, flags,
-                               [&](unsigned a, unsigned b) { return real_fn(a, b, flags); });
+  return g_calls.CloseRange(first, last, flags,
+                            [&](unsigned a, unsigned b) { return real_fn(a, b, flags); });
 }
 
 WALFS_EXPORT void closefrom(int lowfd) noexcept {
   if (lowfd < 0) lowfd = 0;
   g_table.UntrackRange(static_cast<unsigned>(lowfd), UINT_MAX);
-  int pool_fds[PoolFiles::kMaxPools];
-  if (g_pools.PoolFdsIn(static_cast<unsigned>(lowfd), UINT_MAX, pool_fds) == 0) {
+  if (g_owned.NextOwned(static_cast<unsigned>(lowfd), UINT_MAX) < 0) {
     auto* real_fn = WALFS_REAL(closefrom);
     if (real_fn != nullptr) real_fn(lowfd);
     return;
   }
   auto* range_fn = WALFS_REAL(close_range);
   if (range_fn == nullptr) return;
-  CloseRangeAroundPools(g_pools, static_cast<unsigned>(lowfd), UINT_MAX, 0,
+  CloseRangeAroundOwned(g_owned, static_cast<unsigned>(lowfd), UINT_MAX, 0,
                         [&](unsigned a, unsigned b) { return range_fn(a, b, 0); });
 }
 
 WALFS_EXPORT int dup2(int oldfd, int newfd) noexcept {
-  if (oldfd != newfd) {
-    if (g_table.IsTracked(newfd)) g_table.Untrack(newfd);
-    g_pools.MoveAside(newfd);
-  }
+  g_calls.BeforeDup2(oldfd, newfd);
   WALFS_CALL_REAL(dup2, oldfd, newfd);
 }
 
 WALFS_EXPORT int dup3(int oldfd, int newfd, int flags) noexcept {
-  if (oldfd != newfd) {
-    if (g_table.IsTracked(newfd)) g_table.Untrack(newfd);
-    g_pools.MoveAside(newfd);
-  }
+  g_calls.BeforeDup2(oldfd, newfd);
   WALFS_CALL_REAL(dup3, oldfd, newfd, flags);
 }
 
@@ -333,14 +333,10 @@ WALFS_EXPORT int fcntl(int fd, int cmd, ...) {
   va_start(ap, cmd);
   const long arg = va_arg(ap, long);
   va_end(ap);
-  // An O_APPEND set later would make the kernel ignore pwrite's offset: stop direct
-  // stores before it takes effect.
-  if (cmd == F_SETFL && (arg & O_APPEND) != 0 && g_table.IsTracked(fd)) g_table.Untrack(fd);
+  g_calls.BeforeFcntl(fd, cmd, arg);
   auto* real_fn = WALFS_REAL(fcntl);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  const int result = real_fn(fd, cmd, arg);
-  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return Created(result);
-  return result;
+  return g_calls.AfterFcntl(cmd, real_fn(fd, cmd, arg));
 }
 
 extern "C" int fcntl64(int fd, int cmd, ...);
@@ -349,12 +345,10 @@ WALFS_EXPORT int fcntl64(int fd, int cmd, ...) {
   va_start(ap, cmd);
   const long arg = va_arg(ap, long);
   va_end(ap);
-  if (cmd == F_SETFL && (arg & O_APPEND) != 0 && g_table.IsTracked(fd)) g_table.Untrack(fd);
+  g_calls.BeforeFcntl(fd, cmd, arg);
   auto* real_fn = WALFS_REAL(fcntl64);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  const int result = real_fn(fd, cmd, arg);
-  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return Created(result);
-  return result;
+  return g_calls.AfterFcntl(cmd, real_fn(fd, cmd, arg));
 }
 
 // The stream will close fd inside libc (fclose), where we cannot see it.
@@ -365,6 +359,8 @@ WALFS_EXPORT FILE* fdopen(int fd, const char* mode) noexcept {
   return real_fn(fd, mode);
 }
 
+// The calls a program may make through syscall(2) rather than their wrappers (openat2
+// has no glibc wrapper at all): each gets what its wrapper gets (fd_calls.h).
 WALFS_EXPORT long syscall(long number, ...) noexcept {
   va_list ap;
   va_start(ap, number);
@@ -373,31 +369,7 @@ WALFS_EXPORT long syscall(long number, ...) noexcept {
   va_end(ap);
   auto* real_fn = WALFS_REAL(syscall);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  switch (number) {
-    case SYS_close:
-      if (g_table.IsTracked(static_cast<int>(a[0]))) g_table.Untrack(static_cast<int>(a[0]));
-      if (g_pools.IsPoolFd(static_cast<int>(a[0]))) return errno = EBADF, -1;
-      break;
-    case SYS_close_range:
-      if ((a[2] & CLOSE_RANGE_CLOEXEC) == 0) {
-        g_table.UntrackRange(static_cast<unsigned>(a[0]), static_cast<unsigned>(a[1]));
-      }
-      return CloseRangeAroundPools(
-          g_pools, static_cast<unsigned>(a[0]), static_cast<unsigned>(a[1]), static_cast<int>(a[2]),
-          [&](unsigned b, unsigned e) { return static_cast<int>(real_fn(number, b, e, a[2])); });
-#ifdef SYS_dup2
-    case SYS_dup2:
-#endif
-    case SYS_dup3:
-      if (a[0] != a[1]) {
-        if (g_table.IsTracked(static_cast<int>(a[1]))) g_table.Untrack(static_cast<int>(a[1]));
-        g_pools.MoveAside(static_cast<int>(a[1]));
-      }
-      break;
-    default:
-      break;
-  }
-  return real_fn(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+  return g_calls.Syscall(number, a, real_fn);
 }
 
 // ---- other descriptor-creating calls: collision checks --------------------------------

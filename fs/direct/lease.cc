@@ -4,20 +4,22 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <linux/kcmp.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <atomic>
+
+#include "fs/direct/lease_mapping.h"
 #include "fs/direct/mounts.h"
+#include "fs/direct/real_calls.h"
 #include "fs/direct/switches.h"
 
 namespace walfs::direct {
 namespace {
-
-bool IsAbsolutePath(const char* path) {
-  return memchr(path, '\0', lease::kPathBytes) != nullptr && path[0] == '/';
-}
 
 MountCache& ProcessMounts() {
   static constinit MountCache cache;
@@ -28,6 +30,12 @@ bool IsWalfsMount(dev_t dev) { return ProcessMounts().IsWalfs(dev); }
 
 int IoctlLease(int fd, lease::Reply* reply) {
   return ioctl(fd, lease::kIoctlLease, reply) == 0 ? 0 : -errno;
+}
+
+bool SameFile(int a, int b) {
+  struct stat sa, sb;
+  return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
 }
 
 }  // namespace
@@ -53,8 +61,9 @@ int CachedStat(int fd, struct stat* st) {
 const char* ValidateReply(const lease::Reply& r) {
   if (r.magic != lease::kMagic) return "bad magic";
   if (r.version != lease::kVersion) return "unknown version";
-  if (r.mode != lease::kModePmem) return "unknown mode";
-  if ((r.flags & ~lease::kFlagImage) != 0) return "unknown flags";
+  if (r.access != lease::kAccessWrite) return "access is not write";
+  if (r.flags != 0) return "unknown flags";
+  if (r.reserved0 != 0) return "reserved0 not zero";
   if (r.run_count == 0 || r.run_count > lease::kMaxRuns) return "run_count out of range";
   if (r.leased_size == 0) return "empty lease";
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
@@ -78,20 +87,21 @@ const char* ValidateReply(const lease::Reply& r) {
     covered += run.length;
   }
   if (covered < r.leased_size) return "runs do not cover leased_size";
-  if (r.uuid_offset > static_cast<uint64_t>(INT64_MAX) - 16) return "uuid_offset overflows";
   if (r.stamp == 0) return "no stamp";
   if (r.stamp_offset % sizeof(uint64_t) != 0 ||
       r.stamp_offset > static_cast<uint64_t>(INT64_MAX) - sizeof(uint64_t)) {
     return "stamp_offset not 8-aligned or overflows";
   }
-  if (!IsAbsolutePath(r.stamp_path)) return "stamp_path not absolute and NUL-terminated";
-  if (!IsAbsolutePath(r.pool_path)) return "pool_path not absolute and NUL-terminated";
-  if ((r.flags & lease::kFlagImage) != 0) {
-    if (!IsAbsolutePath(r.image_path)) return "image_path not absolute and NUL-terminated";
-  } else if (r.image_path[0] != '\0') {
-    return "image_path set without kFlagImage";
-  }
   return nullptr;
+}
+
+bool SameDescription(int a, int b) {
+  const long pid = static_cast<long>(getpid());
+  const long r = syscall(SYS_kcmp, pid, pid, static_cast<long>(KCMP_FILE), static_cast<long>(a),
+                         static_cast<long>(b));
+  if (r >= 0) return r == 0;
+  if (errno == ENOSYS || errno == EPERM) return SameFile(a, b);
+  return false;
 }
 
 bool WantsLease(int flags) {
@@ -100,10 +110,12 @@ bool WantsLease(int flags) {
 }
 
 const LeaseSources& ProductionLeaseSources() {
-  static constexpr LeaseSources kSources = {
+  static const LeaseSources kSources = {
       .stat_fd = CachedStat,
       .is_walfs = IsWalfsMount,
       .ioctl_lease = IoctlLease,
+      .same_description = SameDescription,
+      .session = &ProductionSessionSources(),
   };
   return kSources;
 }
@@ -131,47 +143,89 @@ LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& t
 }
 
 LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
-                          PoolFiles& pools) {
+                          Sessions& sessions) {
   FdTable::Ref pending = table.Acquire(fd);
   if (!pending || !pending.pending()) return LeaseOutcome::kReused;
   const FdTable::Entry* entry = pending.entry();
+  OwnedFds& owned = *table.owned();
   const int saved_errno = errno;
+  LeaseOutcome outcome = LeaseOutcome::kGranted;
+  // The private duplicate (L3): the library's from here on, closed on every failure
+  // below, handed to the lease entry on success.
+  std::atomic<int> private_cell{-1};
+  const int dup_fd = real::Fcntl(fd, F_DUPFD_CLOEXEC, nullptr);
+  if (dup_fd >= 0) table.DropIfTracked(dup_fd);  // a stale entry of a number closed unseen
+  if (dup_fd < 0 || !owned.Adopt(dup_fd, &private_cell)) {
+    if (dup_fd >= 0) real::Close(dup_fd);
+    // EBADF: fd was closed where we could not see it.
+    outcome = dup_fd < 0 && errno == EBADF ? LeaseOutcome::kReused : LeaseOutcome::kPinFailed;
+    DebugLog("fd %d: no lease: cannot pin the descriptor", fd);
+  }
+  const int priv = private_cell.load(std::memory_order_relaxed);
   struct stat st;
-  LeaseOutcome outcome;
-  // 12.9 KB: on the stack rather than the heap, as a write may run anywhere.
-  lease::Reply reply;
-  memset(&reply, 0, sizeof(reply));
-  if (sources.stat_fd(fd, &st) != 0 || st.st_dev != entry->dev || st.st_ino != entry->ino) {
-    // Not the file opened: the ioctl must not go to whatever fd is now.
+  if (outcome == LeaseOutcome::kGranted &&
+      (sources.stat_fd(priv, &st) != 0 || st.st_dev != entry->dev || st.st_ino != entry->ino)) {
+    // Not the file opened: neither ioctl may go to whatever fd is now.
     outcome = LeaseOutcome::kReused;
     DebugLog("fd %d: no lease: no longer the file opened", fd);
-  } else if (const int err = sources.ioctl_lease(fd, &reply); err != 0) {
-    outcome = LeaseOutcome::kIoctlFailed;
-    DebugLog("fd %d: no lease: ioctl: %s", fd, strerror(-err));
-  } else if (const char* invalid = ValidateReply(reply); invalid != nullptr) {
-    outcome = LeaseOutcome::kInvalid;
-    DebugLog("fd %d: no lease: invalid reply: %s", fd, invalid);
-  } else {
+  }
+  int session = -1;
+  if (outcome == LeaseOutcome::kGranted) {
+    const char* reason = "";
+    session = sessions.Acquire(priv, st.st_dev, *sources.session, &reason);
+    if (session < 0) {
+      outcome = LeaseOutcome::kNoSession;
+      DebugLog("fd %d: no lease: no session: %s: %s", fd, reason, strerror(-session));
+    }
+  }
+  // 704 bytes: on the stack, as a write may run anywhere.
+  lease::Reply reply;
+  memset(&reply, 0, sizeof(reply));
+  reply.magic = lease::kMagic;
+  reply.version = lease::kVersion;
+  reply.access = lease::kAccessWrite;
+  if (outcome == LeaseOutcome::kGranted) {
+    if (const int err = sources.ioctl_lease(priv, &reply); err != 0) {
+      outcome = LeaseOutcome::kIoctlFailed;
+      DebugLog("fd %d: no lease: ioctl: %s", fd, strerror(-err));
+    } else if (const char* invalid = ValidateReply(reply); invalid != nullptr) {
+      outcome = LeaseOutcome::kInvalid;
+      DebugLog("fd %d: no lease: invalid reply: %s", fd, invalid);
+    } else if (const char* foreign =
+                   CheckReplyInSession(reply, sessions.Get(session).facts);
+               foreign != nullptr) {
+      outcome = LeaseOutcome::kInvalid;
+      DebugLog("fd %d: no lease: reply does not fit the session: %s", fd, foreign);
+    } else if (!sources.same_description(fd, priv)) {
+      // fd was closed and reused while we asked: the lease is the old description's.
+      outcome = LeaseOutcome::kReused;
+      DebugLog("fd %d: no lease: the descriptor changed while leasing", fd);
+    }
+  }
+  if (outcome == LeaseOutcome::kGranted) {
     LeaseMapping mapping;
     const char* reason = "";
-    const int map_err = MapLease(reply, pools, &mapping, &reason);
+    const int map_err = MapLease(reply, sessions, session, &mapping, &reason);
+    session = -1;  // MapLease took the reference
     if (map_err != 0) {
       outcome = LeaseOutcome::kMapFailed;
-      DebugLog("fd %d: no lease: %s (%s): %s", fd, reason, reply.pool_path, strerror(-map_err));
-    } else if (!table.ReplaceIf(fd, entry, mapping)) {
+      DebugLog("fd %d: no lease: %s: %s", fd, reason, strerror(-map_err));
+    } else if (!table.ReplaceIf(fd, entry, mapping, &private_cell)) {
       // Closed, reopened or already leased by another thread meanwhile: the slot is not
       // ours to fill. Its new owner decides for itself.
       UnmapLease(mapping);
       outcome = LeaseOutcome::kReused;
       DebugLog("fd %d: no lease: the descriptor changed while leasing", fd);
     } else {
-      outcome = LeaseOutcome::kGranted;
-      DebugLog("fd %d: lease granted: walfs inode %llu, %llu bytes in %u run(s) of %s%s", fd,
+      DebugLog("fd %d: lease granted: walfs inode %llu, %llu bytes in %u run(s)", fd,
                static_cast<unsigned long long>(reply.ino),
-               static_cast<unsigned long long>(reply.leased_size), reply.run_count,
-               reply.pool_path, (reply.flags & lease::kFlagImage) ? " (+ power-cut image)" : "");
+               static_cast<unsigned long long>(reply.leased_size), reply.run_count);
     }
   }
+  if (session >= 0) sessions.Release(session);
+  // Still ours unless the entry took it: closing it sends the daemon a FLUSH, which
+  // revokes whatever the ioctl granted.
+  owned.Close(&private_cell);
   // While `pending` holds its reference the entry cannot be retired and reused, so the
   // slot comparison cannot mistake a newer entry for it.
   if (outcome != LeaseOutcome::kGranted) table.UntrackIf(fd, entry);

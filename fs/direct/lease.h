@@ -8,10 +8,19 @@
 // now cost no lease ioctl, no mapping and no lease release (which would also have set
 // mtime on a file nobody wrote).
 //
-// The seam: NoteOpen and LeasePending take the three things that touch the outside
-// world (the stat, the mount check and the ioctl) as LeaseSources, so tests drive every
-// decision without a mount; production passes ProductionLeaseSources(). Every failure
-// means "not tracked": the descriptor keeps working through FUSE.
+// Pinning (L3): LeasePending first duplicates the application's descriptor into a
+// private close-on-exec one (library-owned, owned_fds.h), checks it is still the file
+// NoteOpen saw, asks for the session and the lease through the private descriptor, and
+// then confirms with kcmp(KCMP_FILE) that the application's descriptor still refers to
+// the same open file description (where kcmp is unavailable: the same st_dev/st_ino), so
+// a lease is never attached to a number that meanwhile became another file. The entry
+// keeps the private descriptor until its last reference goes (fd_table.h).
+//
+// The seam: NoteOpen and LeasePending take the things that touch the outside world (the
+// stat, the mount check, the ioctl, the description comparison and the session's
+// sources) as LeaseSources, so tests drive every decision without a mount; production
+// passes ProductionLeaseSources(). Every failure means "not tracked": the descriptor
+// keeps working through FUSE.
 #ifndef WALFS_FS_DIRECT_LEASE_H_
 #define WALFS_FS_DIRECT_LEASE_H_
 
@@ -19,19 +28,19 @@
 #include <sys/types.h>
 
 #include "fs/direct/fd_table.h"
-#include "fs/direct/pool_files.h"
+#include "fs/direct/session.h"
 #include "fs/lease_protocol.h"
 
 namespace walfs::direct {
 
 // nullptr when `reply` is a well-formed lease, else why not (a static string). The reply
 // comes from whatever answered the ioctl, so every field is checked: magic, version,
-// mode, flags, run_count in [1, kMaxRuns], block_size a power of two that is a multiple
-// of the page size, runs in file order and contiguous from 0, each block-aligned and
-// overflow-free, together covering [0, leased_size) with no run wholly past it,
-// leased_size > 0, absolute NUL-terminated pool_path, image_path likewise with
-// kFlagImage and empty without, a non-zero stamp at an 8-aligned stamp_offset of an
-// absolute NUL-terminated stamp_path.
+// access kAccessWrite, flags and reserved0 zero, run_count in [1, kMaxRuns], block_size a
+// power of two that is a multiple of the page size, runs in file order and contiguous
+// from 0, each block-aligned and overflow-free, together covering [0, leased_size) with
+// no run wholly past it, leased_size > 0, a non-zero stamp at an 8-aligned stamp_offset.
+// What the reply must match in the session (uuid, data area, stamps) is
+// CheckReplyInSession's (lease_mapping.h).
 const char* ValidateReply(const lease::Reply& reply);
 
 // Whether open flags ask for write access a lease can serve: O_WRONLY or O_RDWR, not
@@ -54,9 +63,17 @@ struct LeaseSources {
   bool (*is_walfs)(dev_t dev);
   // 0 with *reply filled, or -errno.
   int (*ioctl_lease)(int fd, lease::Reply* reply);
+  // Whether descriptors a and b of this process refer to one open file description.
+  bool (*same_description)(int a, int b);
+  const SessionSources* session;
 };
 
-// CachedStat, the process-wide MountCache, and ioctl(fd, lease::kIoctlLease).
+// SameDescription: kcmp(getpid(), getpid(), KCMP_FILE, a, b) == 0; where kcmp is missing
+// or forbidden (ENOSYS, EPERM), both fstat to the same st_dev and st_ino.
+bool SameDescription(int a, int b);
+
+// CachedStat, the process-wide MountCache, ioctl(fd, lease::kIoctlLease),
+// SameDescription and ProductionSessionSources().
 const LeaseSources& ProductionLeaseSources();
 
 // Outcome of NoteOpen and LeasePending, for the debug log and tests.
@@ -68,9 +85,12 @@ enum class LeaseOutcome {
   kReused,       // LeasePending: the descriptor is no longer the file NoteOpen saw (it
                  // was closed where we could not see it), or is not pending at all
   kEmpty,        // a walfs file of size 0: nothing to lease, the daemon is not asked
+  kPinFailed,    // LeasePending: no private duplicate below the table's bound
+  kNoSession,    // no session with the daemon (refused, timed out, failed its checks)
   kIoctlFailed,  // the daemon refused (EOPNOTSUPP in msync mode, ENODATA when empty...)
-  kInvalid,      // the reply failed ValidateReply
-  kMapFailed,    // pool identity, lock or mmap failed
+  kInvalid,      // the reply failed ValidateReply or CheckReplyInSession
+  kMapFailed,    // a mapping failed, MAP_SYNC was refused where it is needed (L7), or
+                 // the stamp changed before the lease was mapped
   kTableFull,    // no entry memory
 };
 
@@ -79,15 +99,18 @@ enum class LeaseOutcome {
 // errno. Not async-signal-safe (the first call reads mountinfo with malloc).
 LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& table);
 
-// fd's first write: fd must be pending in `table`. Checks that fd is still the file
-// NoteOpen saw (st_dev/st_ino), asks the daemon, validates and maps the reply
-// and replaces the pending entry with the lease: kGranted. On any other outcome the
-// pending entry is dropped, so later calls on fd cost one load and go to the kernel.
-// Never changes errno. Logs the decision when WALFS_DIRECT_DEBUG=1. Not
-// async-signal-safe (it maps memory and may open the pool file): a pwrite of a pending
+// fd's first write: fd must be pending in `table`, whose OwnedFds must be set. Pins fd
+// (above), checks the private duplicate is still the file NoteOpen saw (st_dev/st_ino),
+// gets the mount's session from `sessions`, asks the daemon for the lease on the
+// duplicate, validates the reply and checks it against the session, confirms fd is
+// still the same description, maps the reply and replaces the pending entry with the
+// lease, which takes the duplicate: kGranted. On any other outcome the pending entry is
+// dropped and the duplicate closed, so later calls on fd cost one load and go to the
+// kernel. Never changes errno. Logs the decision when WALFS_DIRECT_DEBUG=1. Not
+// async-signal-safe (it maps memory and may wait for a session): a pwrite of a pending
 // descriptor from a signal handler would run it; PostgreSQL's handlers write nothing.
 LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
-                          PoolFiles& pools);
+                          Sessions& sessions);
 
 }  // namespace walfs::direct
 

@@ -1,197 +1,148 @@
-// Mapping a validated lease: pool identity, lock, runs, power-cut image.
+// Mapping a validated lease from its session's descriptors.
 #include "fs/direct/lease_mapping.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
-
-#include "fs/direct/real_calls.h"
 
 namespace walfs::direct {
 namespace {
 
-// Maps [offset, offset+length) of fd read-write. MAP_SYNC guarantees that the mapping's
-// page tables stay valid for cache-flush durability on a DAX file system; tmpfs and
-// device-DAX refuse it (EOPNOTSUPP/EINVAL), and there the plain shared mapping is what
-// the daemon uses as well.
-char* MapRun(int fd, uint64_t offset, uint64_t length, bool try_sync, bool* sync_refused) {
-  if (try_sync) {
-    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC,
-                   fd, static_cast<off_t>(offset));
-    if (p != MAP_FAILED) return static_cast<char*>(p);
-    if (errno != EOPNOTSUPP && errno != EINVAL) return nullptr;
-    *sync_refused = true;
+// Maps [offset, offset+length) of fd read-write, MAP_SYNC first (L7).
+char* MapRun(MmapFn map_fn, int fd, uint64_t offset, uint64_t length, bool plain_ok,
+             const char** reason) {
+  void* p = map_fn(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC, fd,
+                   static_cast<off_t>(offset));
+  if (p != MAP_FAILED) return static_cast<char*>(p);
+  if (errno != EOPNOTSUPP && errno != EINVAL) {
+    *reason = "mmap of a pool run failed";
+    return nullptr;
   }
-  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                 static_cast<off_t>(offset));
-  return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+  if (!plain_ok) {
+    *reason = "MAP_SYNC refused and the pool is neither device-DAX nor forced durable";
+    errno = ENOTSUP;
+    return nullptr;
+  }
+  p = map_fn(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(offset));
+  if (p == MAP_FAILED) {
+    *reason = "mmap of a pool run failed";
+    return nullptr;
+  }
+  return static_cast<char*>(p);
 }
 
-void UnmapRuns(LeaseMapping& m) {
-  for (uint32_t i = 0; i < m.run_count; ++i) {
-    MappedRun& run = m.runs[i];
-    if (run.pool_addr != nullptr) munmap(run.pool_addr, run.length);
-    if (run.image_addr != nullptr) munmap(run.image_addr, run.length);
-    run.pool_addr = nullptr;
-    run.image_addr = nullptr;
-  }
-}
-
-// Maps the page of reply.stamp_path that holds the stamp word, read-only. The word is
-// the daemon's: the file must be a regular file of the pool's owner (whom the daemon
-// gives it to), big enough, and hold the reply's stamp now.
-int MapStamp(const lease::Reply& reply, int pool_fd, LeaseMapping* out, const char** reason) {
-  const int fd = real::Open(reply.stamp_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
-  if (fd < 0) {
-    *reason = "cannot open the lease stamps";
+// Maps the page of the stamps holding the lease's word, read-only, and checks it holds
+// the reply's stamp now.
+int MapStamp(const lease::Reply& reply, int stamps_fd, LeaseMapping* out, const char** reason) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t base = reply.stamp_offset / page * page;
+  void* p = mmap(nullptr, page, PROT_READ, MAP_SHARED, stamps_fd, static_cast<off_t>(base));
+  if (p == MAP_FAILED) {
+    *reason = "mmap of the lease stamps failed";
     return -errno;
   }
-  struct stat st, pool_st;
-  int err = 0;
-  if (fstat(fd, &st) != 0 || fstat(pool_fd, &pool_st) != 0) {
-    err = -errno;
-    *reason = "cannot stat the lease stamps";
-  } else if (!S_ISREG(st.st_mode) || st.st_uid != pool_st.st_uid) {
-    err = -EPERM;
-    *reason = "lease stamps are not a regular file of the pool's owner";
-  } else if (static_cast<uint64_t>(st.st_size) < sizeof(uint64_t) ||
-             reply.stamp_offset > static_cast<uint64_t>(st.st_size) - sizeof(uint64_t)) {
-    err = -ERANGE;
-    *reason = "stamp_offset lies past the end of the lease stamps";
+  out->stamp_page = p;
+  out->stamp = reinterpret_cast<const std::atomic<uint64_t>*>(static_cast<char*>(p) +
+                                                               (reply.stamp_offset - base));
+  out->stamp_value = reply.stamp;
+  if (!LeaseCurrent(*out)) {
+    *reason = "the lease was revoked before it was mapped (a concurrent close)";
+    return -ESTALE;
   }
-  if (err == 0) {
-    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    const uint64_t base = reply.stamp_offset / page * page;
-    void* p = mmap(nullptr, page, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(base));
-    if (p == MAP_FAILED) {
-      err = -errno;
-      *reason = "mmap of the lease stamps failed";
-    } else {
-      out->stamp_page = p;
-      out->stamp = reinterpret_cast<const std::atomic<uint64_t>*>(static_cast<char*>(p) +
-                                                                   (reply.stamp_offset - base));
-      out->stamp_value = reply.stamp;
-      if (!LeaseCurrent(*out)) {
-        err = -ESTALE;
-        *reason = "the lease was revoked before it was mapped (a concurrent close)";
-      }
-    }
-  }
-  real::Close(fd);
-  return err;
-}
-
-// A run past the end of a regular file would map, then SIGBUS on the first store.
-bool RunsFit(const lease::Reply& reply, uint64_t file_size) {
-  for (uint32_t i = 0; i < reply.run_count; ++i) {
-    const lease::Run& run = reply.runs[i];
-    if (run.pool_offset > file_size || run.length > file_size - run.pool_offset) return false;
-  }
-  return true;
+  return 0;
 }
 
 }  // namespace
 
-int MapLease(const lease::Reply& reply, PoolFiles& pools, LeaseMapping* out,
-             const char** reason) {
-  *out = LeaseMapping{};
-  uint64_t pool_size = 0;
-  int pool_fd = -1;
-  const int handle = pools.Acquire({.path = reply.pool_path,
-                                     .dev = reply.pool_dev,
-                                     .ino = reply.pool_ino,
-                                     .uuid_offset = reply.uuid_offset,
-                                     .uuid = reply.uuid},
-                                    &pool_fd, &pool_size);
-  if (handle < 0) {
-    *reason = handle == -EXDEV    ? "pool path is not the pool the daemon serves (dev/ino)"
-              : handle == -EILSEQ ? "pool uuid differs"
-                                  : "cannot open and read-lock the pool";
-    return handle;
+const char* CheckReplyInSession(const lease::Reply& reply, const SessionFacts& facts) {
+  if (memcmp(reply.uuid, facts.area.uuid, sizeof(reply.uuid)) != 0) {
+    return "uuid is not the session pool's";
   }
+  for (uint32_t i = 0; i < reply.run_count && i < lease::kMaxRuns; ++i) {
+    const lease::Run& run = reply.runs[i];
+    if (run.pool_offset < facts.area.data_begin || run.pool_offset > facts.area.data_end ||
+        run.length > facts.area.data_end - run.pool_offset) {
+      return "a run lies outside the pool's data area";
+    }
+  }
+  if (reply.stamp_offset % sizeof(uint64_t) != 0 ||
+      reply.stamp_offset / sizeof(uint64_t) >= facts.stamp_slots) {
+    return "stamp_offset lies outside the stamps";
+  }
+  return nullptr;
+}
+
+bool PlainMappingDurable(const SessionFacts& facts) {
+  return facts.area.is_device || facts.durability == lease::kDurabilityForced;
+}
+
+int MapLease(const lease::Reply& reply, Sessions& sessions, int session, LeaseMapping* out,
+             const char** reason, MmapFn map_fn) {
+  if (map_fn == nullptr) map_fn = mmap;
+  *out = LeaseMapping{};
+  out->sessions = &sessions;
+  out->session = session;
   out->leased_size = reply.leased_size;
   out->walfs_ino = reply.ino;
-  out->pools = &pools;
-  out->pool_handle = handle;
   out->run_count = reply.run_count;
-  if (pool_size != 0 && !RunsFit(reply, pool_size)) {
-    *reason = "a run lies past the end of the pool file";
-    UnmapLease(*out);
-    return -ERANGE;
-  }
-  if (const int err = MapStamp(reply, pool_fd, out, reason); err != 0) {
+  const Sessions::Session& s = sessions.Get(session);
+  if (const int err = MapStamp(reply, s.stamps_fd.load(std::memory_order_relaxed), out, reason);
+      err != 0) {
     UnmapLease(*out);
     return err;
   }
-
-  int image_fd = -1;
-  if ((reply.flags & lease::kFlagImage) != 0) {
-    image_fd = real::Open(reply.image_path, O_RDWR | O_CLOEXEC | O_NOCTTY);
-    struct stat st;
-    int err = 0;
-    if (image_fd < 0 || fstat(image_fd, &st) != 0) {
-      err = -errno;
-    } else if (S_ISREG(st.st_mode) && !RunsFit(reply, static_cast<uint64_t>(st.st_size))) {
-      err = -ERANGE;
-    }
-    if (err != 0) {
-      if (image_fd >= 0) real::Close(image_fd);
-      *reason = "cannot open the power-cut image";
-      UnmapLease(*out);
-      return err;
-    }
-  }
-
-  bool try_sync = !pools.MapSyncRefused(handle);
-  int err = 0;
-  for (uint32_t i = 0; i < reply.run_count && err == 0; ++i) {
+  const bool plain_ok = PlainMappingDurable(s.facts);
+  const int pool_fd = s.pool_fd.load(std::memory_order_relaxed);
+#ifdef WALFS_TEST_FACILITIES
+  const int image_fd = s.image_fd.load(std::memory_order_relaxed);
+#endif
+  for (uint32_t i = 0; i < reply.run_count; ++i) {
     const lease::Run& run = reply.runs[i];
     MappedRun& mapped = out->runs[i];
     mapped.file_offset = run.file_offset;
     mapped.length = run.length;
     mapped.pool_offset = run.pool_offset;
-    bool sync_refused = false;
-    mapped.pool_addr = MapRun(pool_fd, run.pool_offset, run.length, try_sync, &sync_refused);
-    if (sync_refused) {
-      pools.SetMapSyncRefused(handle);
-      try_sync = false;
-    }
+    mapped.pool_addr = MapRun(map_fn, pool_fd, run.pool_offset, run.length, plain_ok, reason);
     if (mapped.pool_addr == nullptr) {
-      err = -errno;
-      *reason = "mmap of a pool run failed";
-    } else if (image_fd >= 0) {
-      bool ignored = false;
-      mapped.image_addr = MapRun(image_fd, run.pool_offset, run.length, false, &ignored);
-      if (mapped.image_addr == nullptr) {
-        err = -errno;
-        *reason = "mmap of a power-cut image run failed";
-      }
+      const int err = -errno;
+      UnmapLease(*out);
+      return err;
     }
-  }
-  // A mapping keeps its file referenced; the image needs no descriptor of its own.
-  if (image_fd >= 0) real::Close(image_fd);
-  if (err != 0) {
-    UnmapLease(*out);
-    return err;
+#ifdef WALFS_TEST_FACILITIES
+    if (image_fd >= 0) {
+      void* p = mmap(nullptr, run.length, PROT_READ | PROT_WRITE, MAP_SHARED, image_fd,
+                     static_cast<off_t>(run.pool_offset));
+      if (p == MAP_FAILED) {
+        const int err = -errno;
+        *reason = "mmap of a power-cut image run failed";
+        UnmapLease(*out);
+        return err;
+      }
+      mapped.image_addr = static_cast<char*>(p);
+    }
+#endif
   }
   return 0;
 }
 
-void UnmapLease(LeaseMapping& mapping) {
-  UnmapRuns(mapping);
-  if (mapping.stamp_page != nullptr) {
-    munmap(mapping.stamp_page, static_cast<size_t>(sysconf(_SC_PAGESIZE)));
+void UnmapLease(LeaseMapping& m) {
+  for (uint32_t i = 0; i < m.run_count; ++i) {
+    MappedRun& run = m.runs[i];
+    if (run.pool_addr != nullptr) munmap(run.pool_addr, run.length);
+    run.pool_addr = nullptr;
+#ifdef WALFS_TEST_FACILITIES
+    if (run.image_addr != nullptr) munmap(run.image_addr, run.length);
+    run.image_addr = nullptr;
+#endif
   }
-  mapping.stamp_page = nullptr;
-  mapping.stamp = nullptr;
-  if (mapping.pools != nullptr && mapping.pool_handle >= 0) {
-    mapping.pools->Release(mapping.pool_handle);
-  }
-  mapping.pools = nullptr;
-  mapping.pool_handle = -1;
-  mapping.run_count = 0;
+  if (m.stamp_page != nullptr) munmap(m.stamp_page, static_cast<size_t>(sysconf(_SC_PAGESIZE)));
+  m.stamp_page = nullptr;
+  m.stamp = nullptr;
+  if (m.sessions != nullptr && m.session >= 0) m.sessions->Release(m.session);
+  m.sessions = nullptr;
+  m.session = -1;
+  m.run_count = 0;
 }
 
 }  // namespace walfs::direct

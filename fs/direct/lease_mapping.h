@@ -1,7 +1,9 @@
 // LeaseMapping: the runs of one leased file mapped into this process.
 //
-// Built by MapLease from a reply that ValidateReply accepted; owned by an fd table entry
-// and released by UnmapLease when the last reference to the entry goes.
+// Built by MapLease from a reply that ValidateReply and CheckReplyInSession accepted;
+// owned by an fd table entry and released by UnmapLease when the last reference to the
+// entry goes. Every mapping comes from descriptors of the lease's session (L1): the pool
+// descriptor the daemon passed, never a file named in a reply.
 #ifndef WALFS_FS_DIRECT_LEASE_MAPPING_H_
 #define WALFS_FS_DIRECT_LEASE_MAPPING_H_
 
@@ -10,7 +12,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "fs/direct/pool_files.h"
+#include "fs/direct/session.h"
 #include "fs/lease_protocol.h"
 
 namespace walfs::direct {
@@ -18,15 +20,17 @@ namespace walfs::direct {
 struct MappedRun {
   uint64_t file_offset;
   uint64_t length;       // bytes mapped at pool_addr (a whole run)
-  uint64_t pool_offset;  // where pool_addr points in the pool file
+  uint64_t pool_offset;  // where pool_addr points in the pool
   char* pool_addr;
-  char* image_addr;      // the same bytes of the power-cut image, or null
+  // The same bytes of the power-cut image in a test build (WALFS_TEST_FACILITIES) with
+  // an image in the session; always null otherwise, and never read without the define.
+  char* image_addr;
 };
 
 struct LeaseMapping {
-  // The lease's revocation word (mapped read-only from the reply's stamp_path) and the
+  // The lease's revocation word (mapped read-only from the session's stamps) and the
   // stamp it held at grant: the hot path compares them before every direct store and
-  // every fsync it answers (fs/lease_protocol.h, "Revocation").
+  // every fsync it answers (L4).
   const std::atomic<uint64_t>* stamp = nullptr;
   uint64_t stamp_value = 0;
   void* stamp_page = nullptr;  // the page mapped for it, or null (tests point stamp
@@ -35,8 +39,8 @@ struct LeaseMapping {
   uint64_t walfs_ino = 0;  // for messages
   uint32_t run_count = 0;
   MappedRun runs[lease::kMaxRuns] = {};
-  PoolFiles* pools = nullptr;
-  int pool_handle = -1;  // a reference held on pools (PoolFiles::Acquire)
+  Sessions* sessions = nullptr;
+  int session = -1;  // a reference held on sessions (Sessions::Acquire)
 };
 
 // Whether the lease still stands for the descriptor that holds it: one acquire load.
@@ -44,18 +48,34 @@ inline bool LeaseCurrent(const LeaseMapping& m) {
   return m.stamp->load(std::memory_order_acquire) == m.stamp_value;
 }
 
-// Opens (or shares) the pool `reply` names, checks its identity, read-locks it and maps
-// every run with MAP_SHARED_VALIDATE|MAP_SYNC, or MAP_SHARED where MAP_SYNC is refused;
-// with lease::kFlagImage also maps the same runs of image_path; maps the page of
-// stamp_path holding the lease's stamp read-only (the file must be a regular file owned
-// by the pool file's owner) and checks it still holds reply.stamp. `reply` must have
-// passed ValidateReply. Returns 0 with *out filled, or -errno with nothing held and
-// *reason naming the failing step (a static string).
-int MapLease(const lease::Reply& reply, PoolFiles& pools, LeaseMapping* out,
-             const char** reason);
+// nullptr when a reply that passed ValidateReply fits the session it is mapped through
+// (L1), else why not (a static string): its uuid is the session's, every run lies inside
+// the session's data area [data_begin, data_end) (overflow-safe), and its stamp word
+// lies inside the stamps (stamp_offset + 8 <= stamp_slots * 8).
+const char* CheckReplyInSession(const lease::Reply& reply, const SessionFacts& facts);
 
-// Unmaps every run and the stamp page and drops the pool reference. Async-signal-safe
-// apart from taking the PoolFiles lock (with signals blocked).
+// L7: whether a plain MAP_SHARED mapping of the session's pool is durable for
+// non-temporal copies when MAP_SYNC is refused: only for a device-DAX pool descriptor
+// (a character device) or a session that says kDurabilityForced.
+bool PlainMappingDurable(const SessionFacts& facts);
+
+// The mmap the runs are made with, and the seam to refuse MAP_SYNC in tests.
+using MmapFn = void* (*)(void* addr, size_t length, int prot, int flags, int fd, off_t offset);
+
+// Maps every run of `reply` from the session's pool descriptor with
+// MAP_SHARED_VALIDATE|MAP_SYNC; where MAP_SYNC is refused (EOPNOTSUPP, EINVAL), with
+// MAP_SHARED only if PlainMappingDurable, else no lease (ENOTSUP). In a test build with
+// an image in the session, maps the same runs of the image. Maps the page of the stamps
+// holding the lease's word read-only and checks it still holds reply.stamp. `reply`
+// must have passed ValidateReply and CheckReplyInSession against the session. Takes
+// over the reference `session` on `sessions` in every case (on failure it is released).
+// Returns 0 with *out filled, or -errno with nothing held and *reason naming the
+// failing step (a static string).
+int MapLease(const lease::Reply& reply, Sessions& sessions, int session, LeaseMapping* out,
+             const char** reason, MmapFn map_fn = nullptr);
+
+// Unmaps every run and the stamp page and drops the session reference. Async-signal-safe
+// apart from taking the Sessions lock (with signals blocked).
 void UnmapLease(LeaseMapping& mapping);
 
 }  // namespace walfs::direct

@@ -8,6 +8,7 @@
 
 #include <charconv>
 #include <string>
+#include <utility>
 
 #include "fs/direct/real_calls.h"
 
@@ -37,6 +38,61 @@ bool ParseDev(std::string_view field, unsigned* major_out, unsigned* minor_out) 
 }
 
 }  // namespace
+
+bool UnescapeMountinfoPath(std::string_view field, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] != '\\') {
+      out->push_back(field[i]);
+      continue;
+    }
+    if (field.size() - i < 4) return false;
+    unsigned value = 0;
+    for (size_t k = 1; k <= 3; ++k) {
+      const char d = field[i + k];
+      if (d < '0' || d > '7') return false;
+      value = value * 8 + static_cast<unsigned>(d - '0');
+    }
+    if (value == 0 || value > 255) return false;
+    out->push_back(static_cast<char>(value));
+    i += 3;
+  }
+  return true;
+}
+
+std::optional<std::string> MountinfoWalfsRoot(std::string_view text, dev_t dev) {
+  std::optional<std::string> found;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    NextField(line);
+    NextField(line);
+    unsigned maj = 0;
+    unsigned min = 0;
+    if (!ParseDev(NextField(line), &maj, &min)) continue;
+    if (maj != major(dev) || min != minor(dev)) continue;
+    const std::string_view root = NextField(line);
+    const std::string_view mount_point = NextField(line);
+    NextField(line);  // options
+    std::string_view field;
+    do {
+      field = NextField(line);
+    } while (!field.empty() && field != "-");
+    if (field != "-") continue;
+    if (NextField(line) != kWalfsFsType || root != "/") continue;
+    std::string path;
+    if (!UnescapeMountinfoPath(mount_point, &path) || path.empty() || path[0] != '/') continue;
+    found = std::move(path);
+  }
+  return found;
+}
+
+std::optional<std::string> WalfsMountRoot(dev_t dev) {
+  std::string text;
+  if (!ReadMountinfo(&text)) return std::nullopt;
+  return MountinfoWalfsRoot(text, dev);
+}
 
 std::optional<bool> MountinfoSaysWalfs(std::string_view text, dev_t dev) {
   std::optional<bool> verdict;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace walfs::direct {
@@ -22,6 +23,23 @@ inline constexpr std::string_view kWalfsFsType = "fuse.walfs";
 // type kWalfsFsType, false when its type is anything else, nullopt when no line names
 // it. Malformed lines are skipped. Pure: for tests.
 std::optional<bool> MountinfoSaysWalfs(std::string_view text, dev_t dev);
+
+// Undoes mountinfo's escaping of a path field: a backslash and three octal digits
+// (\040 space, \011 tab, \012 newline, \134 backslash) stand for that byte. False when an
+// escape is malformed or decodes to NUL.
+bool UnescapeMountinfoPath(std::string_view field, std::string* out);
+
+// The mount point, as this process sees it (relative to its root, unescaped), of the
+// mount of `dev` in mountinfo `text` whose type is kWalfsFsType and whose root (field 4)
+// is "/", i.e. where the walfs root directory is visible; the last such line when there
+// are several (over-mounts are listed in mount order). nullopt when there is none (a bind
+// mount of a subdirectory alone does not do: a session socket must be bound in the walfs
+// root). Pure: for tests.
+std::optional<std::string> MountinfoWalfsRoot(std::string_view text, dev_t dev);
+
+// MountinfoWalfsRoot over this process's /proc/self/mountinfo, read afresh. Not
+// async-signal-safe (it allocates).
+std::optional<std::string> WalfsMountRoot(dev_t dev);
 
 // Caches the verdict per st_dev for the process lifetime: write opens happen for every
 // relation file PostgreSQL touches, and only the first open on a device may read

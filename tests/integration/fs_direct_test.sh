@@ -14,8 +14,10 @@
 #    (raw system calls): nothing goes to the pool, the pipe gets what the kernel says;
 #    a dup of a leased descriptor closed that way revokes the lease (the daemon's FLUSH
 #    stamp): the next write goes through FUSE;
-#  - a client that cannot open the pool (another user) falls back to FUSE, no error;
-#  - msync mode: the daemon refuses leases, every write goes through FUSE, no error.
+#  - a client of another user gets no session and no lease (L5) and writes through
+#    FUSE, no error;
+#  - msync mode: the daemon refuses sessions (so leases), every write goes through FUSE,
+#    no error.
 source "$(dirname "$0")/lib/common.sh"
 
 require_fuse
@@ -260,7 +262,9 @@ reopen_rounds() {
 }
 plain_other=$(reopen_rounds "$CLIENT")
 direct_other=$(reopen_rounds direct)
-[ "$direct_other" = "$plain_other" ] ||
+# A GETATTR per reopen would be 5 more; one either way is an attribute timeout expiring
+# during one of the two runs.
+((direct_other <= plain_other + 1)) ||
   fail "5 reopens after a write cost $direct_other other requests with the library, $plain_other without"
 (($(walfs_status_field "$M" leases_active) == 0)) || fail "a reopen to fsync took a lease"
 
@@ -335,7 +339,7 @@ expect_bytes "$M/$SEG" 0 8192 D
 expect_bytes "$M/$SEG" 8192 8192 E
 new_segment "$M/$SEG"
 
-log "a client that cannot open the pool falls back"
+log "a client of another user gets no lease and falls back"
 chmod 0666 "$M/$SEG"
 chmod 0777 "$M"
 granted=$(walfs_status_field "$M" leases_granted)
@@ -343,7 +347,7 @@ writes0=$(walfs_status_field "$M" writes)
 out=$(setpriv --reuid nobody --regid nogroup --clear-groups env LD_PRELOAD="$LIB" \
   "$CLIENT" write "$M/$SEG" 0 8192 n 8) || fail "client without the pool: $out"
 (($(walfs_status_field "$M" writes) == writes0 + 8)) || fail "fallback writes did not go through FUSE"
-(($(walfs_status_field "$M" leases_granted) == granted + 1)) || fail "the daemon did not grant the lease"
+(($(walfs_status_field "$M" leases_granted) == granted)) || fail "the daemon granted another user a lease"
 expect_bytes "$M/$SEG" 0 $((8 * 8192)) n
 wait_field "$M" leases_active 0
 
@@ -359,7 +363,10 @@ new_segment "$M2/$SEG"
 writes0=$(walfs_status_field "$M2" writes)
 direct write "$M2/$SEG" 0 8192 m 16 || fail "write in msync mode"
 (($(walfs_status_field "$M2" writes) == writes0 + 16)) || fail "msync-mode writes not through FUSE"
-[ "$(walfs_status_field "$M2" leases_refused)" = 1 ] || fail "msync mode did not refuse the lease"
+# The library asks for a session first: msync mode refuses it, so no lease is asked.
+[ "$(walfs_status_field "$M2" sessions_refused)" = 1 ] || fail "msync mode did not refuse the session"
+[ "$(walfs_status_field "$M2" direct_access)" = False ] || fail "msync mode offers direct access"
+[ "$(walfs_status_field "$M2" leases_granted)" = 0 ] || fail "msync mode granted a lease"
 expect_bytes "$M2/$SEG" 0 $((16 * 8192)) m
 umount_walfs "$M2"
 "$FSCK" "$POOL2" >/dev/null || fail "fsck of the msync pool"

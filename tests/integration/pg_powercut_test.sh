@@ -29,6 +29,7 @@ source "$(dirname "$0")/lib/pg.sh"
 
 pg_require
 [ "$WALFS_TEST_NO_MOUNT" = 1 ] && skip "a power cut needs the walfs daemon (WALFS_TEST_NO_MOUNT=1)"
+require_test_facilities
 [ -x "$PG_ROOT$PG_BIN/pg_amcheck" ] || skip "pg_amcheck is missing ($PG_ROOT$PG_BIN)"
 
 CYCLES=${WALFS_POWERCUT_CYCLES:-3}

@@ -176,6 +176,7 @@ TEST(FsOptionsTest, PositionalCount) {
 }
 
 TEST(FsOptionsTest, PowerCutSimulationIsOptInAndNotAKernelOption) {
+  if (!kTestFacilitiesBuilt) GTEST_SKIP() << "built without WALFS_TEST_FACILITIES";
   absl::StatusOr<Options> o = Parse({"/p", "/m"});
   ASSERT_TRUE(o.ok());
   EXPECT_FALSE(o->powercut_sim);
@@ -195,6 +196,18 @@ TEST(FsOptionsTest, PowerCutSimulationIsOptInAndNotAKernelOption) {
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("cannot be used with ro"), std::string::npos)
       << o.status();
+}
+
+// A shipped build has no test facilities: the option is refused by name, and the usage
+// does not offer it.
+TEST(FsOptionsTest, PowerCutSimulationIsRefusedWithoutTestFacilities) {
+  if (kTestFacilitiesBuilt) GTEST_SKIP() << "built with WALFS_TEST_FACILITIES";
+  absl::StatusOr<Options> o = Parse({"/p", "/m", "-o", "powercut_sim"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(o.status()));
+  EXPECT_NE(o.status().message().find("built without test facilities"), std::string::npos)
+      << o.status();
+  EXPECT_EQ(Usage("walfs").find("powercut_sim"), std::string::npos);
 }
 
 // fuse_opt_parse reads -o lists: '\,' is a comma inside a value, '\\' a backslash.

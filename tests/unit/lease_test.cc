@@ -1,4 +1,5 @@
-// Direct-access leases in core (lease.cc) and their ioctl reply (fs/lease_reply.cc).
+// Direct-access leases in core (lease.cc), their ioctl request and reply
+// (fs/lease_reply.cc) and the revocation stamps (fs/lease_stamps.cc).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -271,81 +272,91 @@ TEST_F(LeaseTest, ReleaseCommitsMtime) {
   EXPECT_EQ(dir_->GetAttr(ino)->mtime_ns, after);
 }
 
-TEST_F(LeaseTest, ReplyCarriesRunsIdentityAndPaths) {
+TEST_F(LeaseTest, ReplyCarriesRunsUuidAndStampButNoPath) {
   InodeId ino = Segment();
   auto lease = dir_->AcquireLease(ino);
   ASSERT_TRUE(lease.ok());
-  fs::LeasePool pool{.path = "/var/lib/walfs/a.pool", .dev = 7, .ino = 99,
-                     .stamp_path = "/dev/shm/walfs-leases.7.99"};
   const fs::LeaseStamp stamp{.offset = 24, .value = 1234};
   auto reply = std::make_unique<lease::Reply>();
-  ASSERT_TRUE(fs::FillLeaseReply(*lease, pool, dir_->superblock(), stamp, reply.get()).ok());
+  std::memset(reply.get(), 0xa5, sizeof(*reply));  // every byte is the daemon's
+  ASSERT_TRUE(fs::FillLeaseReply(*lease, dir_->superblock(), stamp, reply.get()).ok());
   EXPECT_EQ(reply->magic, lease::kMagic);
   EXPECT_EQ(reply->version, lease::kVersion);
-  EXPECT_EQ(reply->mode, lease::kModePmem);
+  EXPECT_EQ(reply->access, lease::kAccessWrite);
   EXPECT_EQ(reply->flags, 0u);
+  EXPECT_EQ(reply->reserved0, 0u);
   EXPECT_EQ(reply->ino, ino);
   EXPECT_EQ(reply->leased_size, kTestSegment);
-  EXPECT_EQ(reply->pool_dev, 7u);
-  EXPECT_EQ(reply->pool_ino, 99u);
+  EXPECT_EQ(reply->block_size, dir_->superblock().block_size);
   EXPECT_EQ(reply->run_count, lease->runs.size());
-  EXPECT_EQ(reply->runs[0].pool_offset, lease->runs[0].pool_offset);
-  EXPECT_STREQ(reply->pool_path, "/var/lib/walfs/a.pool");
-  EXPECT_STREQ(reply->image_path, "");
-  EXPECT_STREQ(reply->stamp_path, "/dev/shm/walfs-leases.7.99");
+  for (uint32_t i = 0; i < reply->run_count; ++i) {
+    EXPECT_EQ(reply->runs[i].file_offset, lease->runs[i].file_offset);
+    EXPECT_EQ(reply->runs[i].pool_offset, lease->runs[i].pool_offset);
+    EXPECT_EQ(reply->runs[i].length, lease->runs[i].length);
+    // L1: inside the data area of the superblock a client reads itself.
+    EXPECT_GE(reply->runs[i].pool_offset, dir_->superblock().data_offset);
+    EXPECT_LE(reply->runs[i].pool_offset + reply->runs[i].length, bytes_->size());
+  }
+  for (uint32_t i = reply->run_count; i < lease::kMaxRuns; ++i) {
+    EXPECT_EQ(reply->runs[i].length, 0u);
+  }
   EXPECT_EQ(reply->stamp_offset, 24u);
   EXPECT_EQ(reply->stamp, 1234u);
-  // The uuid the client checks is where the reply says it is in the pool.
-  EXPECT_EQ(std::memcmp(bytes_->data() + reply->uuid_offset, reply->uuid, 16), 0);
+  // The uuid the client compares with the superblock it read from its pool descriptor.
   EXPECT_EQ(std::memcmp(reply->uuid, dir_->superblock().uuid, 16), 0);
-
-  pool.image_path = "/dev/shm/walfs-powercut.1.2";
-  ASSERT_TRUE(fs::FillLeaseReply(*lease, pool, dir_->superblock(), stamp, reply.get()).ok());
-  EXPECT_EQ(reply->flags, lease::kFlagImage);
-  EXPECT_STREQ(reply->image_path, "/dev/shm/walfs-powercut.1.2");
+  EXPECT_EQ(std::memcmp(bytes_->data() + format::kSuperblockOffset[0] +
+                            offsetof(format::Superblock, uuid),
+                        reply->uuid, 16),
+            0);
 
   Lease too_many = *lease;
   too_many.runs.resize(lease::kMaxRuns + 1);
-  EXPECT_FALSE(fs::FillLeaseReply(too_many, pool, dir_->superblock(), stamp, reply.get()).ok());
+  EXPECT_FALSE(fs::FillLeaseReply(too_many, dir_->superblock(), stamp, reply.get()).ok());
+  Lease none = *lease;
+  none.runs.clear();
+  EXPECT_FALSE(fs::FillLeaseReply(none, dir_->superblock(), stamp, reply.get()).ok());
   // A lease that could not be revoked is never sent.
-  EXPECT_FALSE(
-      fs::FillLeaseReply(*lease, pool, dir_->superblock(), fs::LeaseStamp{}, reply.get()).ok());
-  fs::LeasePool no_stamps = pool;
-  no_stamps.stamp_path.clear();
-  EXPECT_FALSE(fs::FillLeaseReply(*lease, no_stamps, dir_->superblock(), stamp, reply.get()).ok());
-  pool.path = std::string(lease::kPathBytes, 'p');
-  EXPECT_FALSE(fs::FillLeaseReply(*lease, pool, dir_->superblock(), stamp, reply.get()).ok());
+  EXPECT_FALSE(fs::FillLeaseReply(*lease, dir_->superblock(), fs::LeaseStamp{}, reply.get()).ok());
+  EXPECT_FALSE(fs::FillLeaseReply(*lease, dir_->superblock(),
+                                  fs::LeaseStamp{.offset = 3, .value = 9}, reply.get())
+                   .ok());
   ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+}
+
+TEST(LeaseRequestTest, OnlyAV3WriteRequestIsTaken) {
+  lease::Reply r{};
+  EXPECT_EQ(fs::CheckLeaseRequest(r), EINVAL);  // an old client's zeroed buffer
+  r.magic = lease::kMagic;
+  r.version = lease::kVersion;
+  r.access = lease::kAccessWrite;
+  EXPECT_EQ(fs::CheckLeaseRequest(r), 0);
+  r.access = 2;
+  EXPECT_EQ(fs::CheckLeaseRequest(r), EINVAL);
+  r.access = lease::kAccessWrite;
+  r.version = 2;
+  EXPECT_EQ(fs::CheckLeaseRequest(r), EINVAL);
+  r.version = lease::kVersion;
+  r.magic = ~lease::kMagic;
+  EXPECT_EQ(fs::CheckLeaseRequest(r), EINVAL);
 }
 
 // ---- Revocation stamps (fs/lease_stamps.h) -------------------------------------------
 
-class LeaseStampsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char dir[] = "/tmp/walfs-stamps-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    path_ = dir_ + "/leases";
-  }
-  void TearDown() override {
-    unlink(path_.c_str());
-    rmdir(dir_.c_str());
-  }
-  std::string dir_, path_;
-};
+// What a client gets: a duplicate of the memfd (the hello's SCM_RIGHTS makes one).
+int ClientDescriptor(const fs::LeaseStamps& stamps) {
+  return fcntl(stamps.fd(), F_DUPFD_CLOEXEC, 0);
+}
 
-TEST_F(LeaseStampsTest, EveryRenewalIsANewStampAndClientsSeeIt) {
-  auto stamps = fs::LeaseStamps::Create(path_, geteuid(), getegid(), 4);
+TEST(LeaseStampsTest, EveryRenewalIsANewStampAndClientsSeeIt) {
+  auto stamps = fs::LeaseStamps::Create(4);
   ASSERT_TRUE(stamps.ok()) << stamps.status();
-  struct stat st;
-  ASSERT_EQ(stat(path_.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0400u);
-  EXPECT_EQ(st.st_size, 4 * 8);
-  // What a client maps: the file, read-only.
-  const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ClientDescriptor(**stamps);
   ASSERT_GE(fd, 0);
-  void* map = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+  struct stat st;
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 4 * 8);
+  // What a client maps: the memfd, read-only.
+  void* map = mmap(nullptr, 4 * 8, PROT_READ, MAP_SHARED, fd, 0);
   ASSERT_NE(map, MAP_FAILED);
   close(fd);
   const auto* words = static_cast<const std::atomic<uint64_t>*>(map);
@@ -374,30 +385,61 @@ TEST_F(LeaseStampsTest, EveryRenewalIsANewStampAndClientsSeeIt) {
   EXPECT_EQ(*c, *a);
   EXPECT_TRUE(seen.insert((*stamps)->Renew(*c)).second);
   EXPECT_EQ((*stamps)->Read(*c), words[*c].load());
-  munmap(map, 4096);
+  munmap(map, 4 * 8);
 }
 
-TEST_F(LeaseStampsTest, RunsOutOfSlotsAndRemovesItsFile) {
-  {
-    auto stamps = fs::LeaseStamps::Create(path_, geteuid(), getegid(), 2);
-    ASSERT_TRUE(stamps.ok());
-    EXPECT_TRUE((*stamps)->Allocate());
-    std::optional<uint32_t> last = (*stamps)->Allocate();
-    EXPECT_TRUE(last);
-    EXPECT_FALSE((*stamps)->Allocate());
-    (*stamps)->Free(*last);
-    EXPECT_EQ((*stamps)->Allocate(), last);
-  }
-  struct stat st;
-  EXPECT_NE(lstat(path_.c_str(), &st), 0);  // unlinked with the daemon
-}
-
-TEST_F(LeaseStampsTest, ReplacesALeftoverAndRefusesWhatItCannotCreate) {
-  ASSERT_EQ(close(open(path_.c_str(), O_CREAT | O_WRONLY, 0600)), 0);  // a killed daemon's
-  auto stamps = fs::LeaseStamps::Create(path_, geteuid(), getegid(), 2);
+TEST(LeaseStampsTest, SealsKeepEveryoneButTheDaemonFromWriting) {
+  auto stamps = fs::LeaseStamps::Create(512);
   ASSERT_TRUE(stamps.ok()) << stamps.status();
-  EXPECT_FALSE(fs::LeaseStamps::Create(dir_ + "/no/such/dir", geteuid(), getegid()).ok());
-  EXPECT_FALSE(fs::LeaseStamps::Create(dir_ + "/zero", geteuid(), getegid(), 0).ok());
+  const int fd = ClientDescriptor(**stamps);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(fcntl(fd, F_GET_SEALS),
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL);
+  EXPECT_EQ(fs::LeaseStamps::kSeals, fcntl(fd, F_GET_SEALS));
+  const size_t bytes = 512 * 8;
+  errno = 0;
+  EXPECT_EQ(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), MAP_FAILED);
+  EXPECT_EQ(errno, EPERM);
+  const uint64_t forged = 77;
+  errno = 0;
+  EXPECT_EQ(pwrite(fd, &forged, sizeof(forged), 0), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(ftruncate(fd, 0), 0);
+  EXPECT_NE(ftruncate(fd, 1 << 20), 0);
+  EXPECT_NE(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), 0);  // F_SEAL_SEAL
+  // A private writable mapping is allowed but changes nothing anyone else reads.
+  void* priv = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  ASSERT_NE(priv, MAP_FAILED);
+  static_cast<uint64_t*>(priv)[0] = forged;
+  // The daemon's own writes go through and are seen through a read-only mapping.
+  void* ro = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(ro, MAP_FAILED);
+  std::optional<uint32_t> slot = (*stamps)->Allocate();
+  ASSERT_TRUE(slot);
+  EXPECT_EQ(*slot, 0u);
+  const uint64_t stamp = (*stamps)->Renew(*slot);
+  EXPECT_EQ(static_cast<const volatile uint64_t*>(ro)[0], stamp);
+  EXPECT_NE(stamp, forged);
+  uint64_t read_back = 0;
+  EXPECT_EQ(pread(fd, &read_back, sizeof(read_back), 0), 8);
+  EXPECT_EQ(read_back, stamp);
+  munmap(ro, bytes);
+  munmap(priv, bytes);
+  close(fd);
+  // Close-on-exec, so no child of the daemon inherits it.
+  EXPECT_NE(fcntl((*stamps)->fd(), F_GETFD) & FD_CLOEXEC, 0);
+}
+
+TEST(LeaseStampsTest, RunsOutOfSlots) {
+  EXPECT_FALSE(fs::LeaseStamps::Create(0).ok());
+  auto stamps = fs::LeaseStamps::Create(2);
+  ASSERT_TRUE(stamps.ok());
+  EXPECT_TRUE((*stamps)->Allocate());
+  std::optional<uint32_t> last = (*stamps)->Allocate();
+  EXPECT_TRUE(last);
+  EXPECT_FALSE((*stamps)->Allocate());
+  (*stamps)->Free(*last);
+  EXPECT_EQ((*stamps)->Allocate(), last);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -50,6 +51,33 @@ void Put(PersistentRegion& r, uint64_t off, const std::string& s) {
 
 std::string At(const std::string& bytes, uint64_t off, size_t len) {
   return bytes.substr(off, len);
+}
+
+// The daemon of a test build hands the written image to direct-access clients as a
+// memfd: what the region stores is in that file, and what a client stores there is what
+// the region reads; the media still gets only persisted bytes.
+TEST(PowerCutRegionTest, WrittenImageCanBeASharedMemfd) {
+  std::string image(4 * kPage, '\0');
+  image.replace(10, 5, "hello");
+  auto media = std::make_unique<MemoryRegion>(image, /*pmem=*/true);
+  MemoryRegion* raw = media.get();
+  const int fd = memfd_create("image", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  absl::StatusOr<std::unique_ptr<PersistentRegion>> r = NewPowerCutRegion(std::move(media), fd);
+  ASSERT_TRUE(r.ok()) << r.status();
+  PersistentRegion& region = **r;
+  char buf[5] = {};
+  ASSERT_EQ(pread(fd, buf, 5, 10), 5);
+  EXPECT_EQ(std::string(buf, 5), "hello");  // starts as the media
+  Put(region, 2 * kPage, "store");
+  ASSERT_EQ(pread(fd, buf, 5, 2 * kPage), 5);
+  EXPECT_EQ(std::string(buf, 5), "store");
+  EXPECT_EQ(At(raw->bytes(), 2 * kPage, 5), std::string(5, '\0'));  // not persisted
+  ASSERT_EQ(pwrite(fd, "peer!", 5, 3 * kPage), 5);  // a client's store
+  EXPECT_EQ(std::string(region.data() + 3 * kPage, 5), "peer!");
+  region.Persist(2 * kPage, 5);
+  EXPECT_EQ(At(raw->bytes(), 2 * kPage, 5), "store");
+  close(fd);
 }
 
 TEST(PowerCutRegionTest, StartsAsACopyOfTheMedia) {

@@ -14,7 +14,7 @@
 namespace walfs::tools {
 namespace {
 
-StatusDoc SampleDoc(bool persist_error = false) {
+StatusDoc SampleDoc(bool persist_error = false, bool direct = true) {
   fs::DaemonStatus s;
   s.pool = "/var/lib/walfs/main.pool";
   s.mountpoint = "/var/lib/postgresql/15/main/pg_wal";
@@ -32,6 +32,12 @@ StatusDoc SampleDoc(bool persist_error = false) {
   s.enospc_errors = 2;
   s.uptime_seconds = 3725;
   if (persist_error) s.persist_error = "msync: Input/output error";
+  s.direct_access = direct;
+  s.direct_durability = direct ? "forced" : "none";
+  if (!direct) s.direct_access_reason = "msync mode: a copy + drain is not durable on this pool";
+  s.sessions_granted = 5;
+  s.sessions_refused = 1;
+  s.leases_refused = 3;
   core::LatencyHistogram write, fsync;
   for (int i = 0; i < 98; ++i) write.Record(3000);  // (2, 4] us
   write.Record(40'000);                              // (32, 64] us
@@ -114,6 +120,13 @@ TEST(StatusViewTest, PrometheusFollowsTheExpositionConventions) {
                       "main/pg_wal\",pool=\"/var/lib/walfs/main.pool\",op=\"write\"} 100\n"),
             std::string::npos) << text;
   EXPECT_NE(text.find("walfs_persist_error{"), std::string::npos);
+  EXPECT_NE(text.find("walfs_sessions_granted_total{mountpoint=\"/var/lib/postgresql/15/main/"
+                      "pg_wal\",pool=\"/var/lib/walfs/main.pool\"} 5\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("walfs_sessions_refused_total{"), std::string::npos) << text;
+  EXPECT_NE(text.find(",durability=\"forced\"} 1\n"), std::string::npos) << text;
+  const std::string off = RenderPrometheus(SampleDoc(false, /*direct=*/false));
+  EXPECT_NE(off.find(",durability=\"none\"} 0\n"), std::string::npos) << off;
 }
 
 TEST(StatusViewTest, HumanViewLeadsWithHealthAndSpace) {
@@ -124,8 +137,18 @@ TEST(StatusViewTest, HumanViewLeadsWithHealthAndSpace) {
   EXPECT_NE(text.find("up 1h02m"), std::string::npos) << text;
   EXPECT_NE(text.find("2 ENOSPC, 0 EIO"), std::string::npos) << text;
   EXPECT_NE(text.find("p99 latency:     write 64 us (--latency)"), std::string::npos) << text;
+  EXPECT_NE(text.find("direct access:   available (durability forced); sessions 5 granted, "
+                      "1 refused; 0 leases held (0 granted, 3 refused)\n"),
+            std::string::npos) << text;
+  // Every key is shown in its place: nothing is left for the raw tail.
+  EXPECT_EQ(text.find("direct_access"), std::string::npos) << text;
+  EXPECT_EQ(text.find("sessions_granted"), std::string::npos) << text;
   text = RenderHuman(SampleDoc(/*persist_error=*/true), "/mnt");
   EXPECT_NE(text.find("PERSIST ERROR"), std::string::npos) << text;
+  text = RenderHuman(SampleDoc(false, /*direct=*/false), "/mnt");
+  EXPECT_NE(text.find("direct access:   off (msync mode: a copy + drain is not durable on "
+                      "this pool); sessions 5 granted"),
+            std::string::npos) << text;
 }
 
 TEST(StatusViewTest, LatencyTable) {

@@ -64,6 +64,16 @@ require_fuse() {
   [ -x "$WALFS" ] || fail "daemon not built: $WALFS"
 }
 
+# require_test_facilities: skips unless the daemon was built with
+# -DWALFS_TEST_FACILITIES=ON (its usage offers powercut_sim only then).
+require_test_facilities() {
+  [ -x "$WALFS" ] || fail "daemon not built: $WALFS"
+  local usage
+  usage=$("$WALFS" --help 2>&1) || fail "$WALFS --help failed: $usage"
+  [[ $usage == *powercut_sim* ]] ||
+    skip "$WALFS was built without test facilities (configure with -DWALFS_TEST_FACILITIES=ON): no -o powercut_sim"
+}
+
 require_postgres() {
   [ -x "$PG_ROOT$PG_BIN/initdb" ] || skip "PostgreSQL $WALFS_PG_VERSION is missing ($PG_ROOT$PG_BIN)"
   id postgres >/dev/null 2>&1 || skip "no postgres user"
@@ -154,13 +164,45 @@ mount_walfs() {
 
 # umount_walfs MNT: clean unmount; waits for the daemon to exit.
 umount_walfs() {
-  local mnt=$1 i
+  local mnt=$1 i dev
+  dev=$(mountpoint -d "$mnt" 2>/dev/null || true)
   fusermount3 -u "$mnt"
   for ((i = 0; i < 200; i++)); do
     kill -0 "$WALFS_PID" 2>/dev/null || return 0
     sleep 0.05
   done
+  walfs_stuck_report "$WALFS_PID" "$dev" >&2
   fail "walfs (pid $WALFS_PID) still running 10s after unmount of $mnt"
+}
+
+# walfs_stuck_report PID DEV: for a daemon that outlives its unmount: the mounts of its
+# file system (device DEV, major:minor) left in any mount namespace (a namespace made
+# while it was mounted keeps a copy, and with it the FUSE connection), where each of its
+# threads waits, and the other processes that share a file of /dev/shm or a memfd with it.
+walfs_stuck_report() {
+  local pid=$1 dev=$2 t f target p ns seen=" "
+  for p in /proc/[0-9]*; do
+    ns=$(readlink "$p/ns/mnt" 2>/dev/null) || continue
+    [[ $seen == *" $ns "* ]] && continue
+    seen+="$ns "
+    [ -n "$dev" ] || continue
+    awk -v dev="$dev" '$3 == dev { print $5 }' "$p/mountinfo" 2>/dev/null |
+      sed "s|^|still mounted in $ns (pid ${p#/proc/}, $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null |
+        cut -c1-100)): |"
+  done
+  for t in /proc/"$pid"/task/*; do
+    echo "thread ${t##*/} ($(cat "$t/comm" 2>/dev/null)): $(cat "$t/wchan" 2>/dev/null)"
+  done
+  for f in /proc/"$pid"/fd/*; do
+    target=$(readlink "$f" 2>/dev/null) || continue
+    case $target in /dev/shm/* | /memfd:*) ;; *) continue ;; esac
+    for p in /proc/[0-9]*; do
+      [ "${p#/proc/}" = "$pid" ] && continue
+      if ls -l "$p/fd" 2>/dev/null | grep -qF -- "-> $target"; then
+        echo "$target is also open in pid ${p#/proc/} ($(cat "$p/comm" 2>/dev/null))"
+      fi
+    done
+  done
 }
 
 # walfs_status_field MOUNT KEY: one field of the daemon's status document (getxattr of

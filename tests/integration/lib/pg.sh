@@ -26,6 +26,11 @@
 #   WALFS_PG_VERSION       PostgreSQL major version, default 15 (the host's). 17 and 18
 #                          run in a Debian chroot (tools/pg-chroot, cached): see "Other
 #                          versions" below. ctest runs them as integration.*_pg17/_pg18.
+#   WALFS_PG_PRIVATE=1     only the mount visible (L8 in docs/design/lease.md): pmem pools
+#                          go to a tmpfs of their own (W/pooldir), and initdb and the server
+#                          run in a private mount namespace (unshare -m) where fresh tmpfs
+#                          cover /dev/shm and W/pooldir; pg_start checks that the server
+#                          sees neither. fs_direct_private_test.sh runs the kill loop so.
 #
 # Other versions: the test re-runs itself in a private mount namespace (so no mount it
 # makes can outlive it) and pg_require enters the chroot PG_ROOT of WALFS_PG_VERSION (made
@@ -36,7 +41,8 @@
 # W/run, W/wal) is bound at its own path in the chroot as a shared mount, so the walfs
 # mount made outside at W/wal appears inside, and its unmount (or a daemon's death)
 # reaches both. Inside also: /proc, /dev (without its submounts), a private /dev/shm for
-# PostgreSQL's shared memory, and the binds the direct library needs (_PG_CHROOT_POOL_BINDS).
+# PostgreSQL's shared memory; nothing of the pool: the direct library gets its
+# descriptors through the mount alone (L8 in docs/design/lease.md).
 # The library is copied into the scratch root and preloaded from there.
 
 WALFS_TEST_NO_MOUNT=${WALFS_TEST_NO_MOUNT:-0}
@@ -55,6 +61,7 @@ else
   WALFS_PG_MODES=${WALFS_PG_MODES:-pmem msync}
 fi
 WALFS_PG_LONG=${WALFS_PG_LONG:-0}
+WALFS_PG_PRIVATE=${WALFS_PG_PRIVATE:-0}
 
 _PG_CLUSTERS=()     # work dirs whose server log is reported on failure
 _PG_DAEMON_LOGS=()  # every daemon log of this test, reported on failure
@@ -81,12 +88,6 @@ _pg_report() {
     tail -n 150 "$f"
   done
 }
-
-# Binds into the chroot that only the current direct-access protocol needs: the library
-# opens the pool by its path and reads the daemon's stamps in /dev/shm. Pools are made in
-# /dev/shm or in a work dir (under the scratch root, bound anyway: pg_pool_path). Each
-# entry is bound at its own path, over the chroot's private /dev/shm.
-_PG_CHROOT_POOL_BINDS=(/dev/shm)
 
 # _pg_chroot_mount MOUNT-ARGS... TARGET: mount(8), undone at exit. Registered before any
 # mount of the test's own, so undone after every one of them; lazy and recursive, so
@@ -121,9 +122,6 @@ _pg_chroot_enter() {
   _pg_chroot_mount -t proc proc "$root/proc"
   _pg_chroot_mount --bind /dev "$root/dev"
   _pg_chroot_mount -t tmpfs -o mode=1777,size=256m walfs-shm "$root/dev/shm"
-  for m in "${_PG_CHROOT_POOL_BINDS[@]}"; do
-    _pg_chroot_mount --bind "$m" "$root$m"
-  done
   if [ "$WALFS_PG_DIRECT" = 1 ]; then
     [ -f "$WALFS_DIRECT_LIB" ] || fail "direct-access library not built: $WALFS_DIRECT_LIB"
     mkdir -p "$_WALFS_SCRATCH/lib"
@@ -166,11 +164,41 @@ as_postgres() {
 # as_postgres_server CMD...: as_postgres, with the direct-access library preloaded when
 # WALFS_PG_DIRECT=1 (for initdb and the server; clients never touch pg_wal).
 as_postgres_server() {
-  if [ "$WALFS_PG_DIRECT" = 1 ]; then
-    as_postgres env LD_PRELOAD="$WALFS_DIRECT_LIB" "$@"
+  local preload=()
+  if [ "$WALFS_PG_DIRECT" = 1 ]; then preload=(env LD_PRELOAD="$WALFS_DIRECT_LIB"); fi
+  if [ "$WALFS_PG_PRIVATE" = 1 ]; then
+    # The server's processes inherit this namespace: the pool and the host's /dev/shm
+    # stay out of their sight for as long as they live.
+    unshare -m --propagation private -- bash -c '
+      mount -t tmpfs -o size=64M,mode=1777 walfs-private-shm /dev/shm &&
+        mount -t tmpfs -o size=1M,mode=0755 walfs-private-pooldir "$1" || exit 1
+      shift
+      exec runuser -u postgres -- "$@"' private "$W_POOLDIR" "${preload[@]}" "$@"
   else
-    as_postgres "$@"
+    as_postgres "${preload[@]}" "$@"
   fi
+}
+
+# pg_private_check W POOL: with WALFS_PG_PRIVATE=1, the running server of W lives in
+# another mount namespace and sees neither POOL nor anything of this namespace's
+# /dev/shm; otherwise nothing.
+pg_private_check() {
+  [ "$WALFS_PG_PRIVATE" = 1 ] || return 0
+  local w=$1 pool=$2 pm root
+  pm=$(pg_postmaster_pid "$w")
+  [ -n "$pm" ] || fail "private: no running postmaster in $w/data"
+  [ "$(readlink "/proc/$pm/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] ||
+    fail "private: the server runs in this mount namespace"
+  root=/proc/$pm/root
+  [ ! -e "$root$pool" ] || fail "private: the server sees the pool $pool"
+  [ -d "$root$w/wal/pg_wal" ] || fail "private: the server does not see its pg_wal"
+  local f
+  [ -e "$W_SHM_MARK" ] && [ ! -e "$root$W_SHM_MARK" ] ||
+    fail "private: the server sees the host's $W_SHM_MARK"
+  for f in /dev/shm/*; do
+    [ -e "$f" ] || continue
+    [ ! -e "$root$f" ] || fail "private: the server sees the host's $f"
+  done
 }
 
 # pg_direct_bypass W [COMMITS]: with WALFS_PG_DIRECT=1, COMMITS (default 500) autocommit
@@ -218,6 +246,10 @@ pg_pool_path() {
   local w=$1 mode=$2 mib=$3 avail
   case $mode in
     pmem)
+      if [ "$WALFS_PG_PRIVATE" = 1 ]; then
+        echo "$w/pooldir/walfs.pool"  # pg_mkpool mounts its tmpfs
+        return 0
+      fi
       avail=$(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }')
       if [ -n "$avail" ] && ((avail >= mib + 256)); then
         echo "/dev/shm/walfs-pg.$(basename "$w").pool"
@@ -231,11 +263,29 @@ pg_pool_path() {
   esac
 }
 
+# _pg_private_pooldir W MIB: W/pooldir, a tmpfs of its own with room for a pool of MIB
+# MiB (unmounted at exit); W_POOLDIR names it for as_postgres_server.
+_pg_private_pooldir() {
+  local w=$1 mib=$2
+  mkdir -p "$w/pooldir"
+  mount -t tmpfs -o size=$((mib + 16))M,mode=0755 walfs-test-pooldir "$w/pooldir" ||
+    fail "cannot mount a tmpfs on $w/pooldir"
+  on_exit "umount -l '$w/pooldir'"
+  W_POOLDIR=$w/pooldir
+  # Something of this namespace's /dev/shm the server must not see.
+  W_SHM_MARK=$(mktemp /dev/shm/walfs-private-mark.XXXXXX)
+  on_exit "rm -f '$W_SHM_MARK'"
+}
+
 # pg_mkpool POOL SIZE_MIB [mkfs args...]: a fresh pool (removed at exit).
 pg_mkpool() {
   local pool=$1 mib=$2
   shift 2
   [ "$WALFS_TEST_NO_MOUNT" = 1 ] && return 0
+  if [ "$WALFS_PG_PRIVATE" = 1 ] && [ "$(dirname "$pool")" = "$W/pooldir" ] &&
+    ! mountpoint -q "$W/pooldir"; then
+    _pg_private_pooldir "$W" "$mib"
+  fi
   on_exit "rm -f '$pool'"
   # Direct access: the server opens the pool itself, so (as in the packaged setup) the
   # pool belongs to the user it runs as.
@@ -313,6 +363,7 @@ pg_start() {
   fi
   as_postgres_server "$PG_BIN/pg_ctl" -D "$w/data" -l "$w/run/pg.log" -w -t 300 start >/dev/null ||
     fail "pg_ctl start failed for $w/data"
+  [ -z "${PG_POOL:-}" ] || pg_private_check "$w" "$PG_POOL"
 }
 
 # pg_stop W [MODE]: pg_ctl stop -m MODE (default fast), waiting for the server to exit.

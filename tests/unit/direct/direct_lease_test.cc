@@ -1,69 +1,66 @@
-// Lease validation, the open-time decision, and a lease end to end on tmpfs files: a
-// "pool" file and a stand-in for the walfs file, with the ioctl answered by the test.
+// Lease validation, the checks against the session, the open-time decision, pinning,
+// and a lease end to end on tmpfs files: a crafted pool file and a sealed stamps memfd
+// installed as the mount's session, a stand-in for the walfs file, and the ioctl
+// answered by the test.
 #include "fs/direct/lease.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "fs/direct/direct_write.h"
+#include "fs/direct/lease_mapping.h"
 #include "gtest/gtest.h"
+#include "tests/unit/direct/direct_test_pool.h"
 
 namespace walfs::direct {
 namespace {
 
-constexpr uint64_t kBlock = 4096;
-constexpr uint64_t kPoolSize = 256 * kBlock;
-constexpr uint64_t kUuidOffset = 512;
-constexpr uint8_t kUuid[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-// The lease's revocation word: the second of the stamps file.
+using testpool::kBlock;
+using testpool::kDataOffset;
+using testpool::kPoolSize;
+using testpool::kStampSlots;
+using testpool::kUuid;
+// The lease's revocation word: the second of the stamps.
 constexpr uint64_t kStamp = 42;
 constexpr uint64_t kStampOffset = 8;
 
-// The file's bytes [0, 9 blocks) live in two runs, out of pool order; the lease ends
-// inside the second run.
+// The file's bytes [0, 9 blocks) live in two runs of the data area, out of pool order;
+// the lease ends inside the second run.
 lease::Reply ValidReply() {
   lease::Reply r;
   memset(&r, 0, sizeof(r));
   r.magic = lease::kMagic;
   r.version = lease::kVersion;
-  r.mode = lease::kModePmem;
+  r.access = lease::kAccessWrite;
   r.ino = 42;
   r.block_size = kBlock;
   r.leased_size = 9 * kBlock - 100;
-  r.uuid_offset = kUuidOffset;
   memcpy(r.uuid, kUuid, sizeof(kUuid));
   r.run_count = 2;
   r.runs[0] = {.file_offset = 0, .pool_offset = 64 * kBlock, .length = 4 * kBlock};
-  r.runs[1] = {.file_offset = 4 * kBlock, .pool_offset = 16 * kBlock, .length = 5 * kBlock};
-  strcpy(r.pool_path, "/pool");
+  r.runs[1] = {.file_offset = 4 * kBlock, .pool_offset = 32 * kBlock, .length = 5 * kBlock};
   r.stamp = kStamp;
   r.stamp_offset = kStampOffset;
-  strcpy(r.stamp_path, "/stamps");
   return r;
 }
 
 // ---- ValidateReply ------------------------------------------------------------------
 
-TEST(DirectLeaseValidateTest, AcceptsAValidReply) {
-  const lease::Reply r = ValidReply();
-  EXPECT_EQ(ValidateReply(r), nullptr);
-  lease::Reply image = r;
-  image.flags = lease::kFlagImage;
-  strcpy(image.image_path, "/image");
-  EXPECT_EQ(ValidateReply(image), nullptr);
-}
+TEST(DirectLeaseValidateTest, AcceptsAValidReply) { EXPECT_EQ(ValidateReply(ValidReply()), nullptr); }
 
 struct Mutation {
   const char* name;
@@ -75,8 +72,12 @@ TEST(DirectLeaseValidateTest, RefusesEachInvalidField) {
   const Mutation mutations[] = {
       {"magic", [](lease::Reply& r) { r.magic ^= 1; }, "bad magic"},
       {"version", [](lease::Reply& r) { r.version = lease::kVersion + 1; }, "unknown version"},
-      {"mode", [](lease::Reply& r) { r.mode = 2; }, "unknown mode"},
-      {"flags", [](lease::Reply& r) { r.flags = 1u << 5; }, "unknown flags"},
+      {"old version", [](lease::Reply& r) { r.version = 2; }, "unknown version"},
+      {"access 0", [](lease::Reply& r) { r.access = 0; }, "access"},
+      {"access 2", [](lease::Reply& r) { r.access = 2; }, "access"},
+      {"flags", [](lease::Reply& r) { r.flags = 1; }, "unknown flags"},
+      {"high flags", [](lease::Reply& r) { r.flags = 1u << 31; }, "unknown flags"},
+      {"reserved0", [](lease::Reply& r) { r.reserved0 = 1; }, "reserved0"},
       {"no runs", [](lease::Reply& r) { r.run_count = 0; }, "run_count"},
       {"too many runs", [](lease::Reply& r) { r.run_count = lease::kMaxRuns + 1; }, "run_count"},
       {"huge run_count", [](lease::Reply& r) { r.run_count = 0xffffffffu; }, "run_count"},
@@ -100,25 +101,9 @@ TEST(DirectLeaseValidateTest, RefusesEachInvalidField) {
       {"past int64", [](lease::Reply& r) { r.runs[1].pool_offset = 1ull << 63; }, "overflows"},
       {"short", [](lease::Reply& r) { r.leased_size = 9 * kBlock + 1; }, "do not cover"},
       {"surplus run", [](lease::Reply& r) { r.leased_size = 4 * kBlock; }, "past leased_size"},
-      {"uuid offset", [](lease::Reply& r) { r.uuid_offset = UINT64_MAX - 3; }, "uuid_offset"},
-      {"relative pool", [](lease::Reply& r) { strcpy(r.pool_path, "pool"); }, "pool_path"},
-      {"empty pool", [](lease::Reply& r) { r.pool_path[0] = '\0'; }, "pool_path"},
-      {"unterminated pool",
-       [](lease::Reply& r) { memset(r.pool_path, '/', sizeof(r.pool_path)); }, "pool_path"},
       {"no stamp", [](lease::Reply& r) { r.stamp = 0; }, "no stamp"},
       {"stamp misaligned", [](lease::Reply& r) { r.stamp_offset = 12; }, "stamp_offset"},
       {"stamp overflow", [](lease::Reply& r) { r.stamp_offset = UINT64_MAX - 7; }, "stamp_offset"},
-      {"relative stamps", [](lease::Reply& r) { strcpy(r.stamp_path, "stamps"); }, "stamp_path"},
-      {"unterminated stamps",
-       [](lease::Reply& r) { memset(r.stamp_path, '/', sizeof(r.stamp_path)); }, "stamp_path"},
-      {"image without flag", [](lease::Reply& r) { strcpy(r.image_path, "/i"); }, "image_path"},
-      {"flag without image", [](lease::Reply& r) { r.flags = lease::kFlagImage; }, "image_path"},
-      {"unterminated image",
-       [](lease::Reply& r) {
-         r.flags = lease::kFlagImage;
-         memset(r.image_path, '/', sizeof(r.image_path));
-       },
-       "image_path"},
   };
   for (const Mutation& m : mutations) {
     lease::Reply r = ValidReply();
@@ -127,6 +112,72 @@ TEST(DirectLeaseValidateTest, RefusesEachInvalidField) {
     ASSERT_NE(reason, nullptr) << m.name;
     EXPECT_NE(strstr(reason, m.reason), nullptr) << m.name << ": " << reason;
   }
+}
+
+// ---- CheckReplyInSession and the durability rule ------------------------------------
+
+SessionFacts Facts(uint64_t data_end = kPoolSize) {
+  SessionFacts f;
+  memcpy(f.area.uuid, kUuid, sizeof(kUuid));
+  f.area.data_begin = kDataOffset;
+  f.area.data_end = data_end;
+  f.durability = lease::kDurabilityMapSync;
+  f.stamp_slots = kStampSlots;
+  return f;
+}
+
+TEST(DirectLeaseSessionCheckTest, AcceptsAReplyInsideTheDataArea) {
+  EXPECT_EQ(CheckReplyInSession(ValidReply(), Facts()), nullptr);
+  lease::Reply edges = ValidReply();
+  edges.runs[0].pool_offset = kDataOffset;                  // first data block
+  edges.runs[1].pool_offset = kPoolSize - 5 * kBlock;       // ends at the end
+  edges.stamp_offset = (kStampSlots - 1) * 8;               // the last word
+  EXPECT_EQ(CheckReplyInSession(edges, Facts()), nullptr);
+}
+
+TEST(DirectLeaseSessionCheckTest, RefusesWhatLiesOutsideTheSession) {
+  const Mutation mutations[] = {
+      {"uuid", [](lease::Reply& r) { r.uuid[15] ^= 1; }, "uuid"},
+      {"superblock", [](lease::Reply& r) { r.runs[0].pool_offset = 0; }, "data area"},
+      {"journal", [](lease::Reply& r) { r.runs[0].pool_offset = 2 * kBlock; }, "data area"},
+      {"just before", [](lease::Reply& r) { r.runs[0].pool_offset = kDataOffset - kBlock; },
+       "data area"},
+      {"straddles the end",
+       [](lease::Reply& r) { r.runs[1].pool_offset = kPoolSize - 4 * kBlock; }, "data area"},
+      {"past the end", [](lease::Reply& r) { r.runs[1].pool_offset = kPoolSize; }, "data area"},
+      {"wraps",
+       [](lease::Reply& r) {
+         r.runs[1].pool_offset = UINT64_MAX - kBlock + 1;
+         r.runs[1].length = 2 * kBlock;
+       },
+       "data area"},
+      {"huge length", [](lease::Reply& r) { r.runs[1].length = UINT64_MAX; }, "data area"},
+      {"stamp past the end", [](lease::Reply& r) { r.stamp_offset = kStampSlots * 8; }, "stamp"},
+      {"stamp far", [](lease::Reply& r) { r.stamp_offset = 1ull << 40; }, "stamp"},
+      {"stamp misaligned", [](lease::Reply& r) { r.stamp_offset = 4; }, "stamp"},
+  };
+  for (const Mutation& m : mutations) {
+    lease::Reply r = ValidReply();
+    m.mutate(r);
+    const char* reason = CheckReplyInSession(r, Facts());
+    ASSERT_NE(reason, nullptr) << m.name;
+    EXPECT_NE(strstr(reason, m.reason), nullptr) << m.name << ": " << reason;
+  }
+  // A grown pool: the data area ends where the pool file does, not at mkfs's capacity.
+  lease::Reply grown = ValidReply();
+  grown.runs[1].pool_offset = kPoolSize;
+  EXPECT_EQ(CheckReplyInSession(grown, Facts(2 * kPoolSize)), nullptr);
+}
+
+TEST(DirectLeaseSessionCheckTest, PlainMappingOnlyForDevicesAndForcedDurability) {
+  SessionFacts f = Facts();
+  EXPECT_FALSE(PlainMappingDurable(f));  // fsdax: MAP_SYNC or nothing
+  f.durability = lease::kDurabilityForced;
+  EXPECT_TRUE(PlainMappingDurable(f));
+  f.durability = lease::kDurabilityDevice;
+  EXPECT_FALSE(PlainMappingDurable(f));  // says device, but the descriptor is not one
+  f.area.is_device = true;
+  EXPECT_TRUE(PlainMappingDurable(f));
 }
 
 TEST(DirectLeaseValidateTest, WantsLeaseOnlyForPlainWriteAccess) {
@@ -180,17 +231,40 @@ TEST(DirectLeaseValidateTest, CachedStatAgreesWithFstat) {
 bool g_is_walfs = true;
 int g_ioctl_error = 0;
 int g_ioctl_calls = 0;
+int g_ioctl_fd = -1;
+bool g_same_description = true;
+int g_mount_root_calls = 0;
 lease::Reply g_reply;
 
 bool FakeIsWalfs(dev_t) { return g_is_walfs; }
-int FakeIoctl(int, lease::Reply* reply) {
+int FakeIoctl(int fd, lease::Reply* reply) {
   ++g_ioctl_calls;
+  g_ioctl_fd = fd;
+  // What the client asks for.
+  EXPECT_EQ(reply->magic, lease::kMagic);
+  EXPECT_EQ(reply->version, lease::kVersion);
+  EXPECT_EQ(reply->access, lease::kAccessWrite);
   if (g_ioctl_error != 0) return -g_ioctl_error;
   *reply = g_reply;
   return 0;
 }
-constexpr LeaseSources kFake = {.stat_fd = CachedStat, .is_walfs = FakeIsWalfs,
-                                .ioctl_lease = FakeIoctl};
+bool FakeSameDescription(int a, int b) { return g_same_description && SameDescription(a, b); }
+// No mount here: a session exists only where the test installed one.
+std::optional<std::string> NoMountRoot(dev_t) {
+  ++g_mount_root_calls;
+  return std::nullopt;
+}
+int NoSessionIoctl(int, const lease::SessionRequest*) { return -ENOTTY; }
+bool AnyPeer(int) { return true; }
+constexpr SessionSources kFakeSession = {.mount_root = NoMountRoot,
+                                         .ioctl_session = NoSessionIoctl,
+                                         .peer_allowed = AnyPeer,
+                                         .timeout_ms = 100};
+constexpr LeaseSources kFake = {.stat_fd = CachedStat,
+                                .is_walfs = FakeIsWalfs,
+                                .ioctl_lease = FakeIoctl,
+                                .same_description = FakeSameDescription,
+                                .session = &kFakeSession};
 
 std::string ReadAt(int fd, uint64_t off, size_t len) {
   std::string s(len, '\0');
@@ -212,6 +286,8 @@ short LockSeenBy(const std::string& path) {
   return lock.l_type;
 }
 
+bool IsOpen(int fd) { return fd >= 0 && fcntl(fd, F_GETFD) != -1; }
+
 class DirectLeaseTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -220,34 +296,47 @@ class DirectLeaseTest : public ::testing::Test {
     dir_ = dir;
     pool_path_ = dir_ + "/pool";
     file_path_ = dir_ + "/000000010000000000000001";
-    image_path_ = dir_ + "/image";
-    stamps_path_ = dir_ + "/stamps";
-    pool_fd_ = MakeFile(pool_path_, kPoolSize);
-    stamps_fd_ = MakeFile(stamps_path_, 4096);
+    pool_fd_ = testpool::MakePool(pool_path_.c_str());
+    stamps_fd_ = testpool::MakeStamps(kStampSlots, testpool::kStampSeals, &stamps_);
     SetStamp(kStamp);
-    ASSERT_EQ(pwrite(pool_fd_, kUuid, sizeof(kUuid), kUuidOffset), 16);
-    struct stat st;
-    ASSERT_EQ(fstat(pool_fd_, &st), 0);
     g_reply = ValidReply();
-    g_reply.pool_dev = st.st_dev;
-    g_reply.pool_ino = st.st_ino;
-    strcpy(g_reply.pool_path, pool_path_.c_str());
-    strcpy(g_reply.stamp_path, stamps_path_.c_str());
     g_is_walfs = true;
     g_ioctl_error = 0;
     g_ioctl_calls = 0;
+    g_ioctl_fd = -1;
+    g_same_description = true;
+    g_mount_root_calls = 0;
     close(MakeFile(file_path_, 9 * kBlock));
+    struct stat st;
+    ASSERT_EQ(stat(file_path_.c_str(), &st), 0);
+    dev_ = st.st_dev;
+    InstallSession(lease::kDurabilityForced);
   }
   void TearDown() override {
     table_->UntrackRange(0, ~0u);
-    EXPECT_EQ(pools_.open_count(), 0);
+    if (session_ >= 0) sessions_.Release(session_);
+    EXPECT_EQ(sessions_.open_count(), 0);
+    EXPECT_EQ(owned_->count(), 0);
+    munmap(stamps_, kStampSlots * 8);
     close(pool_fd_);
     close(stamps_fd_);
     unlink(pool_path_.c_str());
-    unlink(stamps_path_.c_str());
     unlink(file_path_.c_str());
-    unlink(image_path_.c_str());
     rmdir(dir_.c_str());
+  }
+  // The mount's session, as the daemon's hello would make it; the test keeps one
+  // reference so every lease finds it cached.
+  void InstallSession(uint32_t durability) {
+    if (session_ >= 0) sessions_.Release(session_);
+    ReceivedHello received;
+    received.hello = testpool::MakeHello(durability);
+    // Opened anew, as the daemon does: the session's own description and lock.
+    received.fds[0] = open(pool_path_.c_str(), O_RDWR | O_CLOEXEC);
+    received.fds[1] = fcntl(stamps_fd_, F_DUPFD_CLOEXEC, 0);
+    received.count = 2;
+    const char* reason = "";
+    session_ = sessions_.Install(dev_, received, &reason);
+    ASSERT_GE(session_, 0) << reason;
   }
   static int MakeFile(const std::string& path, uint64_t size) {
     const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -257,14 +346,14 @@ class DirectLeaseTest : public ::testing::Test {
   }
   // What the daemon does at a FLUSH or RELEASE of the leased handle.
   void SetStamp(uint64_t value) {
-    ASSERT_EQ(pwrite(stamps_fd_, &value, sizeof(value), kStampOffset), 8);
+    __atomic_store_n(&stamps_[kStampOffset / 8], value, __ATOMIC_RELEASE);
   }
   int OpenFile(int flags = O_RDWR) { return open(file_path_.c_str(), flags | O_CLOEXEC); }
   // The open and the first write, as the library does them.
   LeaseOutcome Lease(int fd, int flags = O_RDWR) {
     const LeaseOutcome noted = NoteOpen(fd, flags, kFake, *table_);
     if (noted != LeaseOutcome::kPending) return noted;
-    return LeasePending(fd, kFake, *table_, pools_);
+    return LeasePending(fd, kFake, *table_, sessions_);
   }
   DirectResult Write(int fd, const std::string& bytes, off_t off, int flags = 0) {
     const struct iovec iov = {const_cast<char*>(bytes.data()), bytes.size()};
@@ -276,11 +365,15 @@ class DirectLeaseTest : public ::testing::Test {
     return r;
   }
 
-  std::string dir_, pool_path_, file_path_, image_path_, stamps_path_;
+  std::string dir_, pool_path_, file_path_;
   int pool_fd_ = -1;
   int stamps_fd_ = -1;
-  std::unique_ptr<FdTable> table_ = std::make_unique<FdTable>();
-  PoolFiles pools_;
+  uint64_t* stamps_ = nullptr;
+  dev_t dev_ = 0;
+  int session_ = -1;
+  std::unique_ptr<OwnedFds> owned_ = std::make_unique<OwnedFds>();
+  std::unique_ptr<FdTable> table_ = std::make_unique<FdTable>(owned_.get());
+  Sessions sessions_{owned_.get()};
 };
 
 TEST_F(DirectLeaseTest, ReadOnlyAndAppendOpensAskNothing) {
@@ -325,7 +418,7 @@ TEST_F(DirectLeaseTest, TheLeaseIsTakenAtTheFirstWriteNotAtOpen) {
   ASSERT_EQ(NoteOpen(fd, O_RDWR, kFake, *table_), LeaseOutcome::kPending);
   EXPECT_TRUE(table_->IsTracked(fd));
   EXPECT_EQ(g_ioctl_calls, 0);
-  EXPECT_EQ(pools_.open_count(), 0);
+  EXPECT_EQ(owned_->count(), 2);  // the session's pool and stamps only
   // An fsync-only descriptor (durable_rename): the kernel answers, no lease is asked.
   EXPECT_FALSE(SyncIsDone(*table_, fd));
   EXPECT_EQ(g_ioctl_calls, 0);
@@ -334,21 +427,22 @@ TEST_F(DirectLeaseTest, TheLeaseIsTakenAtTheFirstWriteNotAtOpen) {
   EXPECT_EQ(Write(fd, "first", 0), DirectResult::kPending);
   EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 5), std::string(5, '\0'));
   errno = 1234;
-  ASSERT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kGranted);
+  ASSERT_EQ(LeasePending(fd, kFake, *table_, sessions_), LeaseOutcome::kGranted);
   EXPECT_EQ(errno, 1234);
   EXPECT_EQ(g_ioctl_calls, 1);
+  EXPECT_EQ(g_mount_root_calls, 0);  // the cached session served it
   ASSERT_EQ(Write(fd, "first", 0), DirectResult::kStored);
   EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 5), "first");
   EXPECT_TRUE(SyncIsDone(*table_, fd));
   // Leased now: asking again is not the first write any more.
-  EXPECT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kReused);
+  EXPECT_EQ(LeasePending(fd, kFake, *table_, sessions_), LeaseOutcome::kReused);
   EXPECT_EQ(g_ioctl_calls, 1);
   EXPECT_TRUE(table_->IsTracked(fd));
   table_->Untrack(fd);
-  EXPECT_EQ(pools_.open_count(), 0);
   EXPECT_EQ(table_->live_entries(), 0);
+  EXPECT_EQ(owned_->count(), 2);
   // Untracked: nothing to lease.
-  EXPECT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kReused);
+  EXPECT_EQ(LeasePending(fd, kFake, *table_, sessions_), LeaseOutcome::kReused);
   EXPECT_EQ(g_ioctl_calls, 1);
   close(fd);
 }
@@ -360,7 +454,7 @@ TEST_F(DirectLeaseTest, APendingDescriptorReusedForAnotherFileIsNeverAsked) {
   // the same (fake walfs) device: the ioctl would go to the wrong file.
   const int other = MakeFile(dir_ + "/other", 9 * kBlock);
   ASSERT_EQ(syscall(SYS_dup2, other, fd), fd);
-  EXPECT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kReused);
+  EXPECT_EQ(LeasePending(fd, kFake, *table_, sessions_), LeaseOutcome::kReused);
   EXPECT_EQ(g_ioctl_calls, 0);
   EXPECT_FALSE(table_->IsTracked(fd));
   EXPECT_EQ(Write(fd, "z", 0), DirectResult::kUntracked);
@@ -369,14 +463,20 @@ TEST_F(DirectLeaseTest, APendingDescriptorReusedForAnotherFileIsNeverAsked) {
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);
   ASSERT_EQ(syscall(SYS_dup2, pipe_fds[1], fd), fd);
-  EXPECT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kReused);
+  EXPECT_EQ(LeasePending(fd, kFake, *table_, sessions_), LeaseOutcome::kReused);
+  // Closed outright behind the table's back: nothing to pin.
+  struct stat st;
+  ASSERT_EQ(stat(file_path_.c_str(), &st), 0);
+  ASSERT_TRUE(table_->TrackPending(fd, st.st_dev, st.st_ino));
+  ASSERT_EQ(syscall(SYS_close, fd), 0);
+  EXPECT_EQ(LeasePending(fd, kFake, *table_, sessions_), LeaseOutcome::kReused);
   EXPECT_EQ(g_ioctl_calls, 0);
   EXPECT_FALSE(table_->IsTracked(fd));
   EXPECT_EQ(table_->live_entries(), 0);
+  EXPECT_EQ(owned_->count(), 2);  // every private duplicate was closed
   close(pipe_fds[0]);
   close(pipe_fds[1]);
   close(other);
-  close(fd);
   unlink((dir_ + "/other").c_str());
 }
 
@@ -384,24 +484,19 @@ TEST_F(DirectLeaseTest, AFailedFirstWriteLeaseLeavesTheDescriptorUntracked) {
   const int fd = OpenFile();
   g_ioctl_error = EOPNOTSUPP;  // msync mode
   ASSERT_EQ(NoteOpen(fd, O_RDWR, kFake, *table_), LeaseOutcome::kPending);
-  EXPECT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kIoctlFailed);
+  EXPECT_EQ(LeasePending(fd, kFake, *table_, sessions_), LeaseOutcome::kIoctlFailed);
   // Later writes cost one load and go to the kernel; the daemon is asked once.
   EXPECT_FALSE(table_->IsTracked(fd));
   EXPECT_EQ(Write(fd, "z", 0), DirectResult::kUntracked);
   EXPECT_EQ(g_ioctl_calls, 1);
-  g_ioctl_error = 0;
-  strcpy(g_reply.pool_path, file_path_.c_str());  // the pool cannot be had
-  ASSERT_EQ(NoteOpen(fd, O_RDWR, kFake, *table_), LeaseOutcome::kPending);
-  EXPECT_EQ(LeasePending(fd, kFake, *table_, pools_), LeaseOutcome::kMapFailed);
-  EXPECT_FALSE(table_->IsTracked(fd));
   EXPECT_EQ(table_->live_entries(), 0);
-  EXPECT_EQ(pools_.open_count(), 0);
+  EXPECT_EQ(owned_->count(), 2);
   close(fd);
 }
 
 TEST_F(DirectLeaseTest, IoctlFailureAndBadRepliesFallBackSilently) {
   const int fd = OpenFile();
-  for (int err : {EOPNOTSUPP, ENODATA, EBADF, ENOTTY}) {
+  for (int err : {EOPNOTSUPP, ENODATA, EBADF, ENOTTY, EPERM}) {
     g_ioctl_error = err;
     errno = 1234;
     EXPECT_EQ(Lease(fd), LeaseOutcome::kIoctlFailed) << err;
@@ -411,27 +506,41 @@ TEST_F(DirectLeaseTest, IoctlFailureAndBadRepliesFallBackSilently) {
   g_reply.magic = 0;
   EXPECT_EQ(Lease(fd), LeaseOutcome::kInvalid);
   EXPECT_FALSE(table_->IsTracked(fd));
-  EXPECT_EQ(pools_.open_count(), 0);
+  EXPECT_EQ(owned_->count(), 2);
   close(fd);
 }
 
-TEST_F(DirectLeaseTest, PoolIdentityIsChecked) {
+TEST_F(DirectLeaseTest, RepliesOutsideTheSessionAreRefused) {
   const int fd = OpenFile();
-  lease::Reply good = g_reply;
-  g_reply.uuid[3] ^= 0xff;
-  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
+  const lease::Reply good = g_reply;
+  g_reply.uuid[3] ^= 0xff;  // another pool's lease
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kInvalid);
   g_reply = good;
-  g_reply.pool_ino += 1;
-  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
-  g_reply = good;
-  strcpy(g_reply.pool_path, file_path_.c_str());  // another file entirely
-  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
+  g_reply.runs[1].pool_offset = 8 * kBlock;  // the inode table
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kInvalid);
   g_reply = good;
   g_reply.runs[1].pool_offset = kPoolSize - kBlock;  // past the end: would SIGBUS
-  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kInvalid);
+  g_reply = good;
+  g_reply.stamp_offset = kStampSlots * 8;  // past the stamps
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kInvalid);
   EXPECT_FALSE(table_->IsTracked(fd));
-  EXPECT_EQ(pools_.open_count(), 0);
+  EXPECT_EQ(ReadAt(pool_fd_, 8 * kBlock, 8), std::string(8, '\0'));
+  g_reply = good;
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kGranted);
+  close(fd);
+}
+
+TEST_F(DirectLeaseTest, WithoutASessionNothingIsAsked) {
+  sessions_.Release(session_);
+  session_ = -1;
   EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
+  const int fd = OpenFile();
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kNoSession);
+  EXPECT_EQ(g_mount_root_calls, 1);
+  EXPECT_EQ(g_ioctl_calls, 0);
+  EXPECT_FALSE(table_->IsTracked(fd));
+  EXPECT_EQ(owned_->count(), 0);
   close(fd);
 }
 
@@ -447,7 +556,7 @@ TEST_F(DirectLeaseTest, WritesInsideTheLeaseLandInThePoolRuns) {
   const uint64_t off = 4 * kBlock - 4096;
   ASSERT_EQ(Write(fd, page, static_cast<off_t>(off)), DirectResult::kStored);
   EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock + off, 4096), page.substr(0, 4096));
-  EXPECT_EQ(ReadAt(pool_fd_, 16 * kBlock, 4096), page.substr(4096));
+  EXPECT_EQ(ReadAt(pool_fd_, 32 * kBlock, 4096), page.substr(4096));
   // The stand-in file was not written: the bytes went to the pool only.
   EXPECT_EQ(ReadAt(fd, off, 8192), std::string(8192, '\0'));
 
@@ -461,7 +570,7 @@ TEST_F(DirectLeaseTest, WritesInsideTheLeaseLandInThePoolRuns) {
   ASSERT_EQ(TryDirectWritePmem(*table_, fd, iov, 2, static_cast<off_t>(leased - 300), 0, &written),
             DirectResult::kStored);
   EXPECT_EQ(written, 300u);
-  EXPECT_EQ(ReadAt(pool_fd_, 16 * kBlock + (leased - 300 - 4 * kBlock), 300), a + b);
+  EXPECT_EQ(ReadAt(pool_fd_, 32 * kBlock + (leased - 300 - 4 * kBlock), 300), a + b);
 
   // Everything else is the kernel's.
   EXPECT_EQ(Write(fd, "z", static_cast<off_t>(leased)), DirectResult::kNotInLease);
@@ -477,26 +586,31 @@ TEST_F(DirectLeaseTest, WritesInsideTheLeaseLandInThePoolRuns) {
   EXPECT_EQ(Write(fd + 1000, "z", 0), DirectResult::kUntracked);
 
   table_->Untrack(fd);
-  EXPECT_EQ(pools_.open_count(), 0);
-  EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
   EXPECT_EQ(Write(fd, "z", 0), DirectResult::kUntracked);
+  // The test's own reference keeps the session; without it the lock goes.
+  sessions_.Release(session_);
+  session_ = -1;
+  EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
   close(fd);
 }
 
-TEST_F(DirectLeaseTest, OnePoolDescriptionSharedByAllLeases) {
+TEST_F(DirectLeaseTest, OneSessionSharedByAllLeasesAndClosedWithTheLast) {
   const int fd1 = OpenFile();
   const int fd2 = OpenFile();
   ASSERT_EQ(Lease(fd1), LeaseOutcome::kGranted);
   ASSERT_EQ(Lease(fd2), LeaseOutcome::kGranted);
-  EXPECT_EQ(pools_.open_count(), 1);
+  sessions_.Release(session_);  // only the leases hold it now
+  session_ = -1;
+  EXPECT_EQ(sessions_.open_count(), 1);
   table_->Untrack(fd1);
-  EXPECT_EQ(pools_.open_count(), 1);
+  EXPECT_EQ(sessions_.open_count(), 1);
   EXPECT_EQ(LockSeenBy(pool_path_), F_RDLCK);
   ASSERT_EQ(Write(fd2, "still", 0), DirectResult::kStored);
   EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 5), "still");
   table_->Untrack(fd2);
-  EXPECT_EQ(pools_.open_count(), 0);
+  EXPECT_EQ(sessions_.open_count(), 0);
   EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
+  EXPECT_EQ(owned_->count(), 0);
   close(fd1);
   close(fd2);
 }
@@ -515,7 +629,7 @@ TEST_F(DirectLeaseTest, ReusedDescriptorNumberIsDetectedAndDropped) {
   EXPECT_FALSE(table_->IsTracked(fd));
   EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 6), "before");
   EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock + 6, 4), std::string(4, '\0'));
-  EXPECT_EQ(pools_.open_count(), 0);
+  EXPECT_EQ(owned_->count(), 2);
   close(other);
   close(fd);
   unlink((dir_ + "/other").c_str());
@@ -531,103 +645,184 @@ TEST_F(DirectLeaseTest, RevokedStampSendsFsyncToTheKernel) {
   EXPECT_EQ(errno, 1234);
   EXPECT_FALSE(table_->IsTracked(fd));
   EXPECT_FALSE(SyncIsDone(*table_, fd));  // untracked now
-  EXPECT_EQ(pools_.open_count(), 0);
   close(fd);
 }
 
-TEST_F(DirectLeaseTest, StampsAreCheckedBeforeAnythingIsTracked) {
+TEST_F(DirectLeaseTest, AStampRevokedBeforeTheMappingRefusesTheLease) {
   const int fd = OpenFile();
   SetStamp(kStamp + 1);  // revoked between the reply and the mapping
   EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
-  SetStamp(kStamp);
-  lease::Reply good = g_reply;
-  g_reply.stamp_offset = 4096;  // past the end of the file
-  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
-  g_reply = good;
-  strcpy(g_reply.stamp_path, (dir_ + "/missing").c_str());
-  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
-  g_reply = good;
-  ASSERT_EQ(mkdir((dir_ + "/dir").c_str(), 0700), 0);
-  strcpy(g_reply.stamp_path, (dir_ + "/dir").c_str());  // not a regular file
-  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
-  rmdir((dir_ + "/dir").c_str());
   EXPECT_FALSE(table_->IsTracked(fd));
-  EXPECT_EQ(pools_.open_count(), 0);
-  EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
-  g_reply = good;
+  EXPECT_EQ(owned_->count(), 2);
+  SetStamp(kStamp);
   EXPECT_EQ(Lease(fd), LeaseOutcome::kGranted);
-  table_->Untrack(fd);
   close(fd);
 }
 
+// L7: on tmpfs MAP_SYNC is refused; a session that does not say the plain mapping is
+// durable gets no lease.
+TEST_F(DirectLeaseTest, RefusedMapSyncMeansNoLeaseUnlessForced) {
+  InstallSession(lease::kDurabilityMapSync);
+  const int fd = OpenFile();
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
+  EXPECT_FALSE(table_->IsTracked(fd));
+  InstallSession(lease::kDurabilityDevice);  // says device, but the pool is a file
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
+  InstallSession(lease::kDurabilityForced);
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kGranted);
+  close(fd);
+}
+
+// The mmap seam: what MapLease asks for, and what it does with each answer.
+int g_sync_maps = 0;
+int g_plain_maps = 0;
+bool g_refuse_sync = true;
+void* SeamMmap(void* addr, size_t length, int prot, int flags, int fd, off_t offset) {
+  if ((flags & MAP_SYNC) != 0) {
+    ++g_sync_maps;
+    EXPECT_EQ(flags & MAP_TYPE, MAP_SHARED_VALIDATE);
+    if (g_refuse_sync) {
+      errno = EOPNOTSUPP;
+      return MAP_FAILED;
+    }
+    // An fsdax file system: the same shared mapping, with the page-table guarantee.
+    return mmap(addr, length, prot, MAP_SHARED, fd, offset);
+  }
+  ++g_plain_maps;
+  return mmap(addr, length, prot, flags, fd, offset);
+}
+
+TEST_F(DirectLeaseTest, MapSyncIsAskedForFirstAndPlainMappingOnlyWhereDurable) {
+  const char* reason = "";
+  LeaseMapping m;
+  for (uint32_t durability : {lease::kDurabilityMapSync, lease::kDurabilityForced}) {
+    InstallSession(durability);
+    for (bool refuse : {true, false}) {
+      g_refuse_sync = refuse;
+      g_sync_maps = g_plain_maps = 0;
+      const char* why = "";
+      const int handle = sessions_.Acquire(-1, dev_, kFakeSession, &why);
+      ASSERT_GE(handle, 0) << why;
+      const int err = MapLease(g_reply, sessions_, handle, &m, &reason, SeamMmap);
+      const bool granted = !refuse || durability == lease::kDurabilityForced;
+      EXPECT_EQ(err == 0, granted) << durability << " " << refuse << " " << reason;
+      EXPECT_GE(g_sync_maps, 1);
+      EXPECT_EQ(g_plain_maps, refuse && granted ? 2 : 0);
+      if (err == 0) {
+        EXPECT_EQ(m.run_count, 2u);
+        UnmapLease(m);
+      } else {
+        EXPECT_EQ(err, -ENOTSUP);
+        EXPECT_NE(strstr(reason, "MAP_SYNC"), nullptr) << reason;
+      }
+    }
+  }
+}
+
+// L3: the entry holds a private duplicate of the leased descriptor, the lease ioctl goes
+// to it, and it is closed only when the last reference to the entry goes.
+TEST_F(DirectLeaseTest, TheLeaseIsPinnedByAPrivateDuplicate) {
+  const int fd = OpenFile();
+  ASSERT_EQ(Lease(fd), LeaseOutcome::kGranted);
+  int priv;
+  {
+    FdTable::Ref ref = table_->Acquire(fd);
+    ASSERT_TRUE(ref);
+    priv = ref.private_fd();
+  }
+  ASSERT_GE(priv, 0);
+  EXPECT_NE(priv, fd);
+  EXPECT_EQ(g_ioctl_fd, priv);
+  EXPECT_TRUE(owned_->IsOwned(priv));
+  EXPECT_FALSE(owned_->IsOwned(fd));
+  EXPECT_EQ(fcntl(priv, F_GETFD), FD_CLOEXEC);
+  EXPECT_TRUE(SameDescription(fd, priv));
+
+  // A store in progress (a Ref) while the application closes its descriptor.
+  FdTable::Ref inflight = table_->Acquire(fd);
+  ASSERT_TRUE(inflight);
+  table_->Untrack(fd);  // what the close interposer does
+  ASSERT_EQ(close(fd), 0);
+  EXPECT_TRUE(IsOpen(priv));  // the handle stays open: no RELEASE yet
+  EXPECT_EQ(owned_->count(), 3);
+  inflight.Reset();  // the store returned
+  EXPECT_FALSE(IsOpen(priv));
+  EXPECT_FALSE(owned_->IsOwned(priv));
+  EXPECT_EQ(owned_->count(), 2);
+}
+
+// The application's dup2 onto a private number renumbers the duplicate first.
+TEST_F(DirectLeaseTest, APrivateDuplicateMovesAsideForTheApplication) {
+  const int fd = OpenFile();
+  ASSERT_EQ(Lease(fd), LeaseOutcome::kGranted);
+  FdTable::Ref ref = table_->Acquire(fd);
+  const int priv = ref.private_fd();
+  ASSERT_TRUE(owned_->MoveAside(priv));
+  EXPECT_FALSE(owned_->IsOwned(priv));
+  EXPECT_FALSE(IsOpen(priv));  // free for the application
+  const int moved = ref.private_fd();
+  EXPECT_NE(moved, priv);
+  EXPECT_TRUE(owned_->IsOwned(moved));
+  EXPECT_TRUE(SameDescription(fd, moved));
+  ref.Reset();
+  table_->Untrack(fd);
+  EXPECT_FALSE(IsOpen(moved));
+  EXPECT_EQ(owned_->count(), 2);
+  close(fd);
+}
+
+// kcmp: the application's descriptor must still be the description the lease was asked
+// on when the reply comes back.
+TEST_F(DirectLeaseTest, ALeaseForAnotherDescriptionIsNeverAttached) {
+  const int fd = OpenFile();
+  const int other = OpenFile();  // the same file, another open file description
+  EXPECT_FALSE(SameDescription(fd, other));
+  const int dup_fd = dup(fd);
+  EXPECT_TRUE(SameDescription(fd, dup_fd));
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  EXPECT_FALSE(SameDescription(fd, p[0]));
+  EXPECT_FALSE(SameDescription(fd, 9999));
+  g_same_description = false;
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kReused);
+  EXPECT_EQ(g_ioctl_calls, 1);
+  EXPECT_FALSE(table_->IsTracked(fd));
+  EXPECT_EQ(owned_->count(), 2);
+  close(p[0]);
+  close(p[1]);
+  close(dup_fd);
+  close(other);
+  close(fd);
+}
+
+#ifdef WALFS_TEST_FACILITIES
 TEST_F(DirectLeaseTest, PowerCutImageGetsEveryWriteToo) {
-  const int image_fd = MakeFile(image_path_, kPoolSize);
-  g_reply.flags = lease::kFlagImage;
-  strcpy(g_reply.image_path, image_path_.c_str());
+  const std::string image_path = dir_ + "/image";
+  const int image_fd = MakeFile(image_path, kPoolSize);
+  sessions_.Release(session_);
+  ReceivedHello received;
+  received.hello = testpool::MakeHello();
+  received.hello.flags = lease::kHelloFlagImage;
+  received.fds[0] = open(pool_path_.c_str(), O_RDWR | O_CLOEXEC);
+  received.fds[1] = fcntl(stamps_fd_, F_DUPFD_CLOEXEC, 0);
+  received.fds[2] = fcntl(image_fd, F_DUPFD_CLOEXEC, 0);
+  received.count = 3;
+  const char* reason = "";
+  session_ = sessions_.Install(dev_, received, &reason);
+  ASSERT_GE(session_, 0) << reason;
   const int fd = OpenFile();
   ASSERT_EQ(Lease(fd), LeaseOutcome::kGranted);
   const std::string bytes(6000, 'q');
   ASSERT_EQ(Write(fd, bytes, 4 * kBlock - 1000), DirectResult::kStored);
   EXPECT_EQ(ReadAt(image_fd, 64 * kBlock + 4 * kBlock - 1000, 1000), bytes.substr(0, 1000));
-  EXPECT_EQ(ReadAt(image_fd, 16 * kBlock, 5000), bytes.substr(1000));
-  EXPECT_EQ(ReadAt(pool_fd_, 16 * kBlock, 5000), bytes.substr(1000));
+  EXPECT_EQ(ReadAt(image_fd, 32 * kBlock, 5000), bytes.substr(1000));
+  EXPECT_EQ(ReadAt(pool_fd_, 32 * kBlock, 5000), bytes.substr(1000));
   table_->Untrack(fd);
   close(fd);
   close(image_fd);
+  unlink(image_path.c_str());
 }
-
-TEST_F(DirectLeaseTest, MissingImageRefusesTheLease) {
-  g_reply.flags = lease::kFlagImage;
-  strcpy(g_reply.image_path, image_path_.c_str());  // never created
-  const int fd = OpenFile();
-  EXPECT_EQ(Lease(fd), LeaseOutcome::kMapFailed);
-  EXPECT_EQ(pools_.open_count(), 0);
-  close(fd);
-}
-
-// The application cannot close the pool descriptor by number: ranges go around it, and a
-// dup2 target that is a pool descriptor is renumbered first, lock and all.
-TEST_F(DirectLeaseTest, PoolDescriptorIsKeptFromTheApplication) {
-  const int fd = OpenFile();
-  ASSERT_EQ(Lease(fd), LeaseOutcome::kGranted);
-  int pool_fds[PoolFiles::kMaxPools];
-  ASSERT_EQ(pools_.PoolFdsIn(0, UINT_MAX, pool_fds), 1);
-  const int p = pool_fds[0];
-  EXPECT_TRUE(pools_.IsPoolFd(p));
-  EXPECT_FALSE(pools_.IsPoolFd(fd));
-  EXPECT_EQ(pools_.PoolFdsIn(0, static_cast<unsigned>(p) - 1, pool_fds), 0);
-
-  std::vector<std::pair<unsigned, unsigned>> ranges;
-  const auto record = [&](unsigned a, unsigned b) {
-    ranges.emplace_back(a, b);
-    return 0;
-  };
-  EXPECT_EQ(CloseRangeAroundPools(pools_, 3, UINT_MAX, 0, record), 0);
-  const std::vector<std::pair<unsigned, unsigned>> around = {
-      {3u, static_cast<unsigned>(p) - 1}, {static_cast<unsigned>(p) + 1, UINT_MAX}};
-  EXPECT_EQ(ranges, around);
-  ranges.clear();
-  CloseRangeAroundPools(pools_, p, p, 0, record);
-  EXPECT_TRUE(ranges.empty());
-  CloseRangeAroundPools(pools_, 3, UINT_MAX, CLOSE_RANGE_CLOEXEC, record);
-  const std::vector<std::pair<unsigned, unsigned>> whole = {{3u, UINT_MAX}};
-  EXPECT_EQ(ranges, whole);
-  ranges.clear();
-  EXPECT_EQ(CloseRangeAroundPools(pools_, 0, 2, 0, record), 0);
-  const std::vector<std::pair<unsigned, unsigned>> below = {{0u, 2u}};
-  EXPECT_EQ(ranges, below);
-
-  ASSERT_TRUE(pools_.MoveAside(p));
-  EXPECT_FALSE(pools_.IsPoolFd(p));
-  EXPECT_EQ(fcntl(p, F_GETFD), -1);  // free for the application
-  EXPECT_EQ(LockSeenBy(pool_path_), F_RDLCK);
-  ASSERT_EQ(Write(fd, "moved", 0), DirectResult::kStored);
-  EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 5), "moved");
-  table_->Untrack(fd);
-  EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
-  EXPECT_TRUE(pools_.MoveAside(fd));  // not a pool descriptor: nothing to do
-  close(fd);
-}
+#endif
 
 // Not a performance assertion (the machine is shared): prints the cost of an 8 KiB write
 // through the direct path (stamp check + non-temporal copy + drain) next to a

@@ -72,5 +72,36 @@ TEST(DirectMountsTest, CacheAnswersForThisProcessMounts) {
   EXPECT_FALSE(cache.IsWalfs(makedev(4095, 4095)));
 }
 
+TEST(DirectMountsTest, UnescapesOctalEscapes) {
+  std::string out;
+  ASSERT_TRUE(UnescapeMountinfoPath("/mnt/with\\040space\\011tab\\012nl\\134back", &out));
+  EXPECT_EQ(out, "/mnt/with space\ttab\nnl\\back");
+  ASSERT_TRUE(UnescapeMountinfoPath("/plain", &out));
+  EXPECT_EQ(out, "/plain");
+  EXPECT_FALSE(UnescapeMountinfoPath("/bad\\04", &out));     // cut short
+  EXPECT_FALSE(UnescapeMountinfoPath("/bad\\0x0", &out));    // not octal
+  EXPECT_FALSE(UnescapeMountinfoPath("/bad\\000", &out));    // NUL
+  EXPECT_FALSE(UnescapeMountinfoPath("/bad\\400", &out));    // past a byte
+  EXPECT_FALSE(UnescapeMountinfoPath("/bad\\", &out));
+}
+
+TEST(DirectMountsTest, FindsTheWalfsRootOfADevice) {
+  EXPECT_EQ(MountinfoWalfsRoot(kMountinfo, makedev(0, 52)), "/var/lib/postgresql/15/wal");
+  EXPECT_EQ(MountinfoWalfsRoot(kMountinfo, makedev(0, 53)), "/mnt/with space");
+  EXPECT_EQ(MountinfoWalfsRoot(kMountinfo, makedev(0, 41)), std::nullopt);  // not walfs
+  EXPECT_EQ(MountinfoWalfsRoot(kMountinfo, makedev(0, 99)), std::nullopt);
+  // A bind mount of a subdirectory alone does not show the root; a later bind of the
+  // root does, and the last one counts.
+  const std::string text =
+      "1 2 0:80 /sub /bound rw - fuse.walfs p rw\n"
+      "3 1 0:80 / /first rw - fuse.walfs p rw\n"
+      "4 1 0:80 / /second\\040mount rw shared:3 - fuse.walfs p rw\n"
+      "5 1 0:81 /sub /only-sub rw - fuse.walfs p rw\n"
+      "6 1 0:82 / relative rw - fuse.walfs p rw\n";
+  EXPECT_EQ(MountinfoWalfsRoot(text, makedev(0, 80)), "/second mount");
+  EXPECT_EQ(MountinfoWalfsRoot(text, makedev(0, 81)), std::nullopt);
+  EXPECT_EQ(MountinfoWalfsRoot(text, makedev(0, 82)), std::nullopt);
+}
+
 }  // namespace
 }  // namespace walfs::direct

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -140,6 +141,49 @@ int main(int argc, char** argv) {
   CHECK(syscall(SYS_pwrite64, fd2, "sys", 3, 0) == 3);
   CHECK(syscall(SYS_close, fd3) == 0);
   CHECK(fcntl(fd3, F_GETFD) == -1);
+
+  // The descriptor-creating calls syscall() also sees: results, flags and errno as the
+  // kernel's.
+  const int so = static_cast<int>(syscall(SYS_openat, AT_FDCWD, (dir + "/g").c_str(),
+                                          O_RDONLY | O_CLOEXEC, 0));
+  CHECK(so >= 0 && fcntl(so, F_GETFD) == FD_CLOEXEC);
+  CHECK(ReadAll(so, 3, 0) == "sys");
+  errno = 0;
+  CHECK(syscall(SYS_openat, AT_FDCWD, (dir + "/missing").c_str(), O_RDONLY, 0) == -1 &&
+        errno == ENOENT);
+#ifdef SYS_open
+  const int so2 = static_cast<int>(syscall(SYS_open, (dir + "/g").c_str(), O_RDWR, 0));
+  CHECK(so2 >= 0 && fcntl(so2, F_GETFD) == 0 && close(so2) == 0);
+#endif
+  struct open_how how = {};
+  how.flags = O_RDWR | O_CLOEXEC;
+  const int so3 = static_cast<int>(syscall(SYS_openat2, AT_FDCWD, (dir + "/g").c_str(), &how,
+                                           sizeof(how)));
+  CHECK((so3 >= 0 && fcntl(so3, F_GETFD) == FD_CLOEXEC && close(so3) == 0) || errno == ENOSYS);
+  errno = 0;
+  CHECK(syscall(SYS_openat2, AT_FDCWD, (dir + "/g").c_str(), &how, 1) == -1 &&
+        (errno == EINVAL || errno == ENOSYS));
+  // The library's own openat2 (glibc has none to interpose).
+  using Openat2Fn = int (*)(int, const char*, struct open_how*, size_t);
+  const auto openat2_fn = reinterpret_cast<Openat2Fn>(dlsym(RTLD_DEFAULT, "openat2"));
+  CHECK(openat2_fn != nullptr);
+  if (openat2_fn != nullptr) {
+    const int so4 = openat2_fn(AT_FDCWD, (dir + "/g").c_str(), &how, sizeof(how));
+    CHECK((so4 >= 0 && fcntl(so4, F_GETFD) == FD_CLOEXEC && close(so4) == 0) || errno == ENOSYS);
+    errno = 0;
+    CHECK(openat2_fn(AT_FDCWD, (dir + "/missing").c_str(), &how, sizeof(how)) == -1 &&
+          (errno == ENOENT || errno == ENOSYS));
+  }
+  const int sd = static_cast<int>(syscall(SYS_dup, so));
+  CHECK(sd >= 0 && sd != so && fcntl(sd, F_GETFD) == 0 && close(sd) == 0);
+  const int sf = static_cast<int>(syscall(SYS_fcntl, so, F_DUPFD_CLOEXEC, 300));
+  CHECK(sf >= 300 && fcntl(sf, F_GETFD) == FD_CLOEXEC && close(sf) == 0);
+  const int sf2 = static_cast<int>(syscall(SYS_fcntl, so, F_DUPFD, 0));
+  CHECK(sf2 >= 0 && close(sf2) == 0);
+  CHECK((syscall(SYS_fcntl, so, F_GETFL) & (O_ACCMODE | O_APPEND)) == O_RDONLY);
+  errno = 0;
+  CHECK(syscall(SYS_dup, 9999) == -1 && errno == EBADF);
+  CHECK(close(so) == 0);
 
   // Other creators.
   int p[2];

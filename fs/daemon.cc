@@ -217,10 +217,10 @@ absl::StatusOr<Experiments> ExperimentsFromEnvironment() {
 
 int RunDaemon(const Options& options) {
   // Abseil's Mutex records every acquisition in a lock graph to detect lock-order
-  // cycles unless told not to (Debian's libabsl does so by default). That cost about a
-  // quarter of the daemon's user-space instructions per 8 KiB write (two locks per
-  // write, tools/bench/write_profile.sh); the lock order is exercised by the unit and
-  // crash tests, which keep the detection on.
+  // cycles unless told not to (Debian's libabsl does so by default), a large share of
+  // the daemon's user-space instructions per write (two locks per write; measured with
+  // tools/bench/write_profile.sh, docs/performance.md); the lock order is exercised by
+  // the unit and crash tests, which keep the detection on.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   SetDebugLogging(options.debug);
   RouteFuseLogging();

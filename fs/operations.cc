@@ -148,7 +148,7 @@ void ReplyEntry(fuse_req_t req, const absl::StatusOr<core::Attr>& attr, const ch
 // --- session socket nodes (fs/session_nodes.h) ------------------------------------
 
 // Names under the session prefix belong to the session node table in the root and to
-// nobody elsewhere: no pool dirent may carry one.
+// no one else: no pool dirent may carry one.
 bool IsSessionName(fuse_ino_t parent, const char* name) {
   return parent == core::kRootInode && SessionNodes::IsReserved(name);
 }
@@ -234,7 +234,7 @@ void WalfsInit(void* userdata, fuse_conn_info* conn) {
   // not pass on, so walfs clears the bits itself for callers other than root
   // (ClearsSetid).
   conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
-  // O_TRUNC arrives with OPEN and is applied there: one round trip instead of two.
+  // O_TRUNC arrives with OPEN and is applied with it: one round trip instead of two.
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
   // A symlink's target never changes, so the kernel may cache it.
   if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;

@@ -50,7 +50,7 @@ bool WantsLease(int flags);
 // fstat(2) from the kernel's cached attributes (statx with AT_STATX_DONT_SYNC), filling
 // st_dev, st_ino, st_mode and st_size only; 0, or -1 with errno. Why: a FUSE write
 // invalidates the file's cached attributes, so a plain fstat of a file just written costs
-// a GETATTR round trip to the daemon (about 30 us against 2 us here), and PostgreSQL
+// a GETATTR round trip to the daemon (an order of magnitude more than the statx), and PostgreSQL
 // reopens every new segment twice (durable_rename) right after its zero-fill. The type,
 // st_dev and st_ino of an open file never change, so the cache cannot make them stale;
 // the size is only NoteOpen's hint, and a stale one is safe both ways: an untracked file

@@ -599,14 +599,17 @@ pg_waldump_check() {
   IFS='|' read -r end endseg < <(pg_sql "$w" \
     'SELECT pg_current_wal_flush_lsn(), pg_walfile_name(pg_current_wal_flush_lsn())')
   [ -n "$endseg" ] || fail "cannot read the flush position"
-  # A checkpoint still running after the load may remove the oldest segment while it is
-  # read: start again from the oldest one left (a segment gone is not a decoding error).
+  # A checkpoint still running after the load may remove or recycle segments while they
+  # are read (the oldest, or with small segments one in the middle): start again from the
+  # oldest one left (a segment gone is not a decoding error).
+  local gone
   for ((try = 1; ; try++)); do
     as_postgres "$PG_BIN/pg_waldump" -p "$w/wal/pg_wal" -e "$end" "$seg" "$endseg" >"$out" 2>&1 &&
       break
-    if ((try < 5)) && grep -q "could not locate WAL file \"$seg\"" "$out" &&
-      [ ! -e "$w/wal/pg_wal/$seg" ]; then
-      log "pg_waldump: $seg was removed by a checkpoint meanwhile; starting from the oldest left"
+    gone=$(grep -oE 'could not (locate WAL|find) file "[0-9A-F]{24}"' "$out" | grep -oE '[0-9A-F]{24}' |
+      head -n 1 || true)
+    if ((try < 5)) && [ -n "$gone" ] && [ ! -e "$w/wal/pg_wal/$gone" ]; then
+      log "pg_waldump: $gone was removed by a checkpoint meanwhile; starting from the oldest left"
       seg=$(pg_segments "$w" | sed -n 1p)
       continue
     fi

@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "core/format.h"
 #include "fs/lease_protocol.h"
 
@@ -114,7 +116,7 @@ TEST(SessionNodesTest, FullTableDropsAbandonedNodesElseEmfile) {
   World w;
   SessionNodes::Node n;
   for (size_t i = 0; i < SessionNodes::kMaxNodes; ++i) {
-    ASSERT_EQ(w.nodes.Create(Name("n" + std::to_string(i)), kSocket, 0, 0,
+    ASSERT_EQ(w.nodes.Create(Name(absl::StrCat("n", i)), kSocket, 0, 0,
                              static_cast<pid_t>(1000 + i), &n),
               0);
   }
@@ -142,7 +144,7 @@ TEST(SessionNodesTest, DefaultLivenessIsTheRealProcessTable) {
   SessionNodes::Node n;
   for (size_t i = 0; i < SessionNodes::kMaxNodes; ++i) {
     // pid_max is at most 2^22: these pids never exist.
-    ASSERT_EQ(nodes.Create(Name("g" + std::to_string(i)), kSocket, 0, 0,
+    ASSERT_EQ(nodes.Create(Name(absl::StrCat("g", i)), kSocket, 0, 0,
                            static_cast<pid_t>((1 << 22) + 10 + i), &n),
               0);
   }
@@ -160,7 +162,7 @@ TEST(SessionNodesTest, ConcurrentCreatesStayWithinTheLimit) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 40; ++i) {
         SessionNodes::Node n;
-        const int e = w.nodes.Create(Name(std::to_string(t) + "_" + std::to_string(i)),
+        const int e = w.nodes.Create(Name(absl::StrCat(t, "_", i)),
                                      kSocket, 0, 0, 100, &n);
         std::lock_guard<std::mutex> l(mu);
         if (e == 0) {

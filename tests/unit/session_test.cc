@@ -20,6 +20,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "fs/lease_protocol.h"
 #include "fs/lease_stamps.h"
 
@@ -142,7 +144,7 @@ class DeliverTest : public ::testing::Test {
   void TearDown() override {
     if (listener_ >= 0) close(listener_);
     close(pool_fd_);
-    std::string cmd = "rm -rf '" + dir_ + "'";
+    std::string cmd = absl::StrCat("rm -rf '", dir_, "'");
     ASSERT_EQ(system(cmd.c_str()), 0);
   }
 
@@ -152,7 +154,7 @@ class DeliverTest : public ::testing::Test {
     ASSERT_GE(listener_, 0);
     const int dfd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     ASSERT_GE(dfd, 0);
-    const std::string path = "/proc/self/fd/" + std::to_string(dfd) + "/" + name;
+    const std::string path = absl::StrCat("/proc/self/fd/", dfd, "/", name);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path, path.data(), path.size());
@@ -279,7 +281,7 @@ TEST_F(DeliverTest, AMountPointTooLongForSunPathIsReachedThroughProc) {
   const std::string proc = "/proc/self/fd";
   for (int fd = 0; fd < 1024; ++fd) {
     char target[PATH_MAX];
-    const ssize_t n = readlink((proc + "/" + std::to_string(fd)).c_str(), target,
+    const ssize_t n = readlink(absl::StrCat(proc, "/", fd).c_str(), target,
                                sizeof(target) - 1);
     if (n <= 0) continue;
     target[n] = '\0';

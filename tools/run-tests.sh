@@ -96,7 +96,7 @@ if [ "${WALFS_SANITIZE_RUN:-1}" = 1 ]; then
   cmake -S . -B "$SAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWALFS_SANITIZE=ON -DWALFS_WERROR=ON \
     -DWALFS_TEST_FACILITIES=OFF
   cmake --build "$SAN_DIR" -j"$JOBS" --target walfs_unit_tests walfs_direct_unit_tests \
-    walfs_crash_tests walfs mkfs_walfs fsck_walfs walfsctl
+    walfs_crash_tests walfs mkfs_walfs fsck_walfs walfsctl walfs_damage
   san_status=0
   (cd "$SAN_DIR" &&
     export ASAN_OPTIONS="detect_leaks=1 log_path=$SAN_LOGS/asan" \

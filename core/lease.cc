@@ -14,6 +14,14 @@
 namespace walfs::core {
 
 absl::StatusOr<Lease> Pool::AcquireLease(InodeId ino, bool renew) {
+  return GrantLease(ino, renew ? LeaseUse::kRenew : LeaseUse::kWrite);
+}
+
+absl::StatusOr<Lease> Pool::AcquireReadLease(InodeId ino) {
+  return GrantLease(ino, LeaseUse::kRead);
+}
+
+absl::StatusOr<Lease> Pool::GrantLease(InodeId ino, LeaseUse use) {
   if (absl::Status s = Writable(); !s.ok()) return s;
   if (mode_ != DurabilityMode::kPmem) {
     // In msync mode a store is durable only after an msync of the pool, which only the
@@ -53,7 +61,10 @@ absl::StatusOr<Lease> Pool::AcquireLease(InodeId ino, bool renew) {
                                   .length = n});
     file_pos += n;
   }
-  if (!renew) {
+  // A read lease pins nothing: its holder copies out under the stamp check before and
+  // after each copy, and the caller revokes it before any truncate (fs/read_leases.h).
+  if (use == LeaseUse::kRead) return lease;
+  if (use == LeaseUse::kWrite) {
     ++in.leases;
     counters_.leases_granted.fetch_add(1, std::memory_order_relaxed);
   }

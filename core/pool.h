@@ -108,6 +108,7 @@ class Pool {
   absl::Status Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags);
   absl::Status Release(InodeId ino);
   absl::StatusOr<Lease> AcquireLease(InodeId ino, bool renew);
+  absl::StatusOr<Lease> AcquireReadLease(InodeId ino);
   absl::Status ReleaseLease(InodeId ino);
   absl::Status Readdir(InodeId ino, uint64_t cookie,
                        const std::function<bool(const DirEntry&)>& fn);
@@ -324,6 +325,11 @@ class Pool {
   // commit (pending_frees_), or by one of its own when kMaxPendingFrees are waiting.
   // Takes ns_mu_ itself; call without it.
   void Reclaim(uint64_t ino) ABSL_LOCKS_EXCLUDED(ns_mu_, mu_);
+
+  // AcquireLease and AcquireReadLease: a new write lease (counted), the same handle
+  // asking again (not counted, leased_size may grow), or a read lease (nothing kept).
+  enum class LeaseUse { kWrite, kRenew, kRead };
+  absl::StatusOr<Lease> GrantLease(InodeId ino, LeaseUse use) ABSL_LOCKS_EXCLUDED(ns_mu_);
   // Commits the pending frees, if any, in an edit of their own; *committed says whether
   // there were any and they are free now.
   absl::Status CommitPendingFrees(bool* committed = nullptr) ABSL_LOCKS_EXCLUDED(ns_mu_, mu_);

@@ -99,6 +99,10 @@ absl::StatusOr<Lease> WalDirectory::AcquireLease(InodeId ino, bool renew) {
   return pool_->AcquireLease(ino, renew);
 }
 
+absl::StatusOr<Lease> WalDirectory::AcquireReadLease(InodeId ino) {
+  return pool_->AcquireReadLease(ino);
+}
+
 absl::Status WalDirectory::ReleaseLease(InodeId ino) { return pool_->ReleaseLease(ino); }
 
 Counters WalDirectory::counters() const { return pool_->counters(); }

@@ -265,6 +265,11 @@ class WalDirectory {
   // is released (as it does until its last lookup reference is forgotten). Close() does
   // not reclaim an orphan that is still leased; the next Open does.
   absl::StatusOr<Lease> AcquireLease(InodeId ino, bool renew = false);
+  // The runs of `ino` as AcquireLease would grant them, under the same conditions, for a
+  // holder that only copies out of them: nothing is counted or pinned, so truncate,
+  // unlink and reclaim go on as without it. The caller must make every such holder stop
+  // trusting the runs before the file shrinks (the daemon revokes its stamps first).
+  absl::StatusOr<Lease> AcquireReadLease(InodeId ino);
   // Ends one lease on `ino`: its mtime and ctime become now (the holder's stores did not
   // come through Write) and are committed. An orphan with no lookup references and no
   // leases left is then reclaimed.

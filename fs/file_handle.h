@@ -14,10 +14,12 @@ namespace walfs::fs {
 struct FileHandle {
   int open_flags = 0;
 
-  // Direct access: whether this handle holds a lease on its inode (fs/lease_protocol.h),
-  // released with the handle. lease_mu orders two ioctls racing on one handle.
+  // Direct access: whether this handle holds a write lease on its inode, or a read lease
+  // (fs/lease_protocol.h), released with the handle. lease_mu orders two ioctls racing
+  // on one handle.
   std::mutex lease_mu;
-  bool leased = false;  // guarded by lease_mu
+  bool leased = false;       // write lease; guarded by lease_mu
+  bool read_leased = false;  // read lease (fs/read_leases.h); guarded by lease_mu
   // The handle's revocation word (fs/lease_stamps.h), from its first lease to RELEASE;
   // -1 before. Guarded by lease_mu.
   int64_t stamp_slot = -1;

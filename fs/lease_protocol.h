@@ -36,14 +36,23 @@
 //    mount (umount says EBUSY), which is why the client binds it, for the milliseconds
 //    of step 1, and the daemon never does.
 //
-// 2. Lease (once per open file description, at its first direct write). The client calls
-//    ioctl(fd, kIoctlLease, &reply) with reply.access set. The daemon answers with the
-//    pool runs holding file bytes [0, leased_size), the pool's uuid and the handle's
-//    stamp word. The client accepts a reply only if its uuid is the session's and every
-//    run lies inside the data area of the superblock it read itself, [data_offset, end
-//    of the pool descriptor), whatever else the reply says (L1).
+// 2. Lease (once per open file description, at its first direct write or read). The
+//    client calls ioctl(fd, kIoctlLease, &reply) with reply.access set: kAccessWrite on a
+//    handle opened for writing (not O_APPEND), kAccessRead on one opened read-only. The
+//    daemon answers with the pool runs holding file bytes [0, leased_size), the pool's
+//    uuid and the handle's stamp word. The client accepts a reply only if its uuid is the
+//    session's and every run lies inside the data area of the superblock it read itself,
+//    [data_offset, end of the pool descriptor), whatever else the reply says (L1).
 //
-// What the daemon guarantees while a handle holds a lease (until its RELEASE):
+// A read lease (kAccessRead) pins nothing, so a reader can never make another process's
+// truncate, unlink or rename fail. Instead (L9): the daemon revokes every read lease on
+// a file (a new stamp) before it changes the file's size downwards, and grants none
+// while it does; the client maps the runs read-only and compares the stamp before and
+// after each copy, discarding the copy and asking the kernel when it changed. A copy
+// whose second comparison passed read only bytes the file held: had the runs changed
+// owner during it, their new owner's stores would come after the revocation.
+//
+// What the daemon guarantees while a handle holds a write lease (until its RELEASE):
 //  - the runs stay owned by that inode: never freed, moved, zeroed or reused. Truncate
 //    below leased_size fails with ETXTBSY; unlink and rename-over keep the inode as an
 //    orphan until the last leased handle is released (L2).
@@ -134,7 +143,8 @@ inline constexpr unsigned long kIoctlSession = _IOW('W', 0x02, SessionRequest);
 // ---- lease -----------------------------------------------------------------------------
 
 // Reply.access (set by the client, echoed by the daemon)
-inline constexpr uint32_t kAccessWrite = 1;
+inline constexpr uint32_t kAccessWrite = 1;  // store and copy out; pins the runs (L2)
+inline constexpr uint32_t kAccessRead = 2;   // copy out only; pins nothing (L9)
 
 // Pool bytes [pool_offset, pool_offset + length) hold file bytes
 // [file_offset, file_offset + length). pool_offset and length are multiples of the pool

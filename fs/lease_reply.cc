@@ -10,14 +10,14 @@ namespace walfs::fs {
 
 int CheckLeaseRequest(const lease::Reply& request) {
   if (request.magic != lease::kMagic || request.version != lease::kVersion ||
-      request.access != lease::kAccessWrite) {
+      (request.access != lease::kAccessWrite && request.access != lease::kAccessRead)) {
     return EINVAL;
   }
   return 0;
 }
 
 absl::Status FillLeaseReply(const core::Lease& lease, const core::format::Superblock& sb,
-                            LeaseStamp stamp, lease::Reply* reply) {
+                            LeaseStamp stamp, uint32_t access, lease::Reply* reply) {
   std::memset(reply, 0, sizeof(*reply));
   if (lease.runs.empty() || lease.runs.size() > lease::kMaxRuns) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -29,7 +29,7 @@ absl::Status FillLeaseReply(const core::Lease& lease, const core::format::Superb
   }
   reply->magic = lease::kMagic;
   reply->version = lease::kVersion;
-  reply->access = lease::kAccessWrite;
+  reply->access = access;
   reply->flags = 0;
   reply->ino = lease.ino;
   reply->leased_size = lease.size;

@@ -17,18 +17,18 @@ struct LeaseStamp {
   uint64_t value = 0;
 };
 
-// What the client put into the reply buffer (untrusted): 0 when it asks for a v3 write
-// lease (magic, version, access == kAccessWrite), else EINVAL. Other fields are ignored:
+// What the client put into the reply buffer (untrusted): 0 when it asks for a v3 lease
+// (magic, version, access kAccessWrite or kAccessRead), else EINVAL. Other fields are ignored:
 // the daemon overwrites every byte of the reply.
 int CheckLeaseRequest(const lease::Reply& request);
 
-// Fills `reply` (every byte: unused bytes are zero). It carries no path (L1): the client
+// Fills `reply` (every byte: unused bytes are zero) for a lease of kind `access`. It carries no path (L1): the client
 // stores only into the pool descriptor of its session and checks the uuid against the
 // superblock it read from it. InvalidArgument when the lease cannot be expressed (no
 // runs, more runs than the protocol carries, no stamp): the caller then refuses the
 // lease rather than send a partial one.
 absl::Status FillLeaseReply(const core::Lease& lease, const core::format::Superblock& sb,
-                            LeaseStamp stamp, lease::Reply* reply);
+                            LeaseStamp stamp, uint32_t access, lease::Reply* reply);
 
 }  // namespace walfs::fs
 

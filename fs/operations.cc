@@ -338,7 +338,10 @@ void WalfsSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
   // FUSE_SET_ATTR_CTIME alone (the kernel refreshing ctime) changes nothing core keeps
   // apart from what its own setattr does, so it only reads the attributes back.
   bool any = r.mode || r.uid || r.gid || r.size || r.atime_ns || r.mtime_ns;
-  absl::StatusOr<core::Attr> result = any ? dir.Setattr(ino, r) : dir.GetAttr(ino);
+  absl::StatusOr<core::Attr> result =
+      !any     ? dir.GetAttr(ino)
+      : r.size ? GetServer(req).read_leases().Shrink(ino, [&] { return dir.Setattr(ino, r); })
+               : dir.Setattr(ino, r);
   if (!result.ok()) {
     fuse_reply_err(req, StatusToErrno(result.status(), "setattr", ino));
     return;
@@ -480,7 +483,8 @@ void WalfsCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mod
     core::SetattrRequest truncate;
     truncate.size = 0;
     truncate.clear_setid = ClearsSetid(req);
-    absl::StatusOr<core::Attr> truncated = dir.Setattr(attr->ino, truncate);
+    absl::StatusOr<core::Attr> truncated = GetServer(req).read_leases().Shrink(
+        attr->ino, [&] { return dir.Setattr(attr->ino, truncate); });
     if (!truncated.ok()) {
       dir.Forget(attr->ino, 1);
       fuse_reply_err(req, StatusToErrno(truncated.status(), "create (truncate)", parent));
@@ -507,7 +511,9 @@ void WalfsOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     core::SetattrRequest truncate;
     truncate.size = 0;
     truncate.clear_setid = ClearsSetid(req);
-    absl::StatusOr<core::Attr> attr = GetServer(req).dir().Setattr(ino, truncate);
+    Server& server = GetServer(req);
+    absl::StatusOr<core::Attr> attr =
+        server.read_leases().Shrink(ino, [&] { return server.dir().Setattr(ino, truncate); });
     if (!attr.ok()) {
       fuse_reply_err(req, StatusToErrno(attr.status(), "open (truncate)", ino));
       return;
@@ -584,7 +590,9 @@ void WalfsRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     std::lock_guard<std::mutex> l(handle->lease_mu);
     leased = handle->leased;
     if (handle->stamp_slot >= 0) {
-      GetServer(req).lease_stamps()->Free(static_cast<uint32_t>(handle->stamp_slot));
+      const uint32_t slot = static_cast<uint32_t>(handle->stamp_slot);
+      if (handle->read_leased) GetServer(req).read_leases().Remove(ino, slot);
+      GetServer(req).lease_stamps()->Free(slot);
       handle->stamp_slot = -1;
     }
   }
@@ -655,7 +663,9 @@ void HandleSessionIoctl(fuse_req_t req, const void* in_buf, size_t in_bufsz) {
   fuse_reply_ioctl(req, 0, nullptr, 0);
 }
 
-// Step 2: a lease on the open handle, which the lease then lives with until RELEASE.
+// Step 2: a lease on the open handle, which the lease then lives with until RELEASE: a
+// write lease on a handle opened for writing, a read lease on one opened read-only
+// (fs/lease_protocol.h, L9; the register of read leases is fs/read_leases.h).
 void HandleLeaseIoctl(fuse_req_t req, fuse_ino_t ino, FileHandle* handle,
                       const void* in_buf, size_t in_bufsz, size_t out_bufsz) {
   Server& server = GetServer(req);
@@ -672,6 +682,7 @@ void HandleLeaseIoctl(fuse_req_t req, fuse_ino_t ino, FileHandle* handle,
     refuse(EINVAL);
     return;
   }
+  uint32_t access;
   {
     // One request buffer per worker thread: it is 704 bytes, and leases are rare.
     thread_local lease::Reply request;
@@ -680,12 +691,18 @@ void HandleLeaseIoctl(fuse_req_t req, fuse_ino_t ino, FileHandle* handle,
       refuse(error);
       return;
     }
+    access = request.access;
   }
-  if (!handle->Writable()) {
-    refuse(EBADF);  // a lease is for stores; reads go through FUSE
+  const bool read = access == lease::kAccessRead;
+  if (!read && !handle->Writable()) {
+    refuse(EBADF);  // a write lease is for stores
     return;
   }
-  if (handle->open_flags & O_APPEND) {
+  if (read && handle->Writable()) {
+    refuse(EINVAL);  // a writable handle asks for a write lease, which serves reads too
+    return;
+  }
+  if (!read && (handle->open_flags & O_APPEND)) {
     refuse(EINVAL);  // where an append lands is decided at EOF, by the daemon
     return;
   }
@@ -698,38 +715,53 @@ void HandleLeaseIoctl(fuse_req_t req, fuse_ino_t ino, FileHandle* handle,
     return;
   }
   std::lock_guard<std::mutex> l(handle->lease_mu);
-  core::WalDirectory& dir = server.dir();
-  absl::StatusOr<core::Lease> lease = dir.AcquireLease(ino, /*renew=*/handle->leased);
-  if (!lease.ok()) {
-    refuse(StatusToErrno(lease.status(), "lease", ino));
-    return;
-  }
-  const bool was_leased = handle->leased;
-  auto give_back = [&] {
-    if (!was_leased) (void)dir.ReleaseLease(ino);
-  };
   if (handle->stamp_slot < 0) {
     std::optional<uint32_t> slot = stamps->Allocate();
     if (!slot) {
       Log(LOG_WARNING, "lease on inode %lu refused: all %u revocation stamps in use",
           static_cast<unsigned long>(ino), stamps->slots());
-      give_back();
       refuse(EBUSY);
       return;
     }
     handle->stamp_slot = *slot;
   }
   const uint32_t slot = static_cast<uint32_t>(handle->stamp_slot);
-  const LeaseStamp stamp{.offset = LeaseStamps::OffsetOf(slot), .value = stamps->Renew(slot)};
+  core::WalDirectory& dir = server.dir();
   thread_local lease::Reply reply;
-  absl::Status filled = FillLeaseReply(*lease, dir.superblock(), stamp, &reply);
-  if (!filled.ok()) {
-    Log(LOG_WARNING, "lease on inode %lu refused: %s", static_cast<unsigned long>(ino),
-        std::string(filled.message()).c_str());
-    give_back();
-    refuse(EOPNOTSUPP);
+  // The runs and the stamp of the reply; false (after refusing) when there is no lease.
+  auto grant = [&](bool renew) {
+    absl::StatusOr<core::Lease> lease =
+        read ? dir.AcquireReadLease(ino) : dir.AcquireLease(ino, renew);
+    if (!lease.ok()) {
+      refuse(StatusToErrno(lease.status(), "lease", ino));
+      return false;
+    }
+    const LeaseStamp stamp{.offset = LeaseStamps::OffsetOf(slot), .value = stamps->Renew(slot)};
+    absl::Status filled = FillLeaseReply(*lease, dir.superblock(), stamp, access, &reply);
+    if (!filled.ok()) {
+      Log(LOG_WARNING, "lease on inode %lu refused: %s", static_cast<unsigned long>(ino),
+          std::string(filled.message()).c_str());
+      if (!read && !renew) (void)dir.ReleaseLease(ino);
+      refuse(EOPNOTSUPP);
+      return false;
+    }
+    return true;
+  };
+  if (read) {
+    const bool was_leased = handle->read_leased;
+    // Under the register's lock: no size change between taking the runs and the holder
+    // being known to revoke (read_leases.h).
+    if (!server.read_leases().Grant(ino, slot, [&] { return grant(/*renew=*/true); })) return;
+    handle->read_leased = true;
+    if (fuse_reply_ioctl(req, 0, &reply, sizeof(reply)) != 0 && !was_leased) {
+      handle->read_leased = false;
+      stamps->Revoke(slot);
+      server.read_leases().Remove(ino, slot);
+    }
     return;
   }
+  const bool was_leased = handle->leased;
+  if (!grant(/*renew=*/was_leased)) return;
   handle->leased = true;
   if (fuse_reply_ioctl(req, 0, &reply, sizeof(reply)) != 0 && !was_leased) {
     // The caller is gone (interrupted): it never saw the lease.

@@ -27,7 +27,8 @@ const char* OpClassName(OpClass op) {
 Server::Server(core::WalDirectory& dir, ServerConfig config)
     : dir_(dir),
       config_(std::move(config)),
-      fsync_shortcut_(dir.mode() == core::DurabilityMode::kPmem && !config_.strict) {}
+      fsync_shortcut_(dir.mode() == core::DurabilityMode::kPmem && !config_.strict),
+      read_leases_(config_.lease_stamps) {}
 
 std::string Server::StatusJson() const {
   DaemonStatus s;
@@ -50,6 +51,9 @@ std::string Server::StatusJson() const {
   s.fuse_fsyncdir = fuse_fsyncdir.load(std::memory_order_relaxed);
   s.fuse_flush = fuse_flush.load(std::memory_order_relaxed);
   s.leases_refused = leases_refused.load(std::memory_order_relaxed);
+  s.read_leases_granted = read_leases_.granted();
+  s.read_leases_released = read_leases_.released();
+  s.read_leases_revoked = read_leases_.revoked();
   s.direct_access = config_.direct_access.available();
   s.direct_access_reason = config_.direct_access.off_reason;
   s.direct_durability = DurabilityName(config_.direct_access.durability);

@@ -14,6 +14,7 @@
 #include "core/latency_histogram.h"
 #include "core/wal_directory.h"
 #include "fs/lease_stamps.h"
+#include "fs/read_leases.h"
 #include "fs/options.h"
 #include "fs/session.h"
 #include "fs/session_nodes.h"
@@ -85,6 +86,8 @@ class Server {
   // connection, so leasing needs every FLUSH answered.
   bool flush_shortcut() const { return !config_.strict && config_.lease_stamps == nullptr; }
   LeaseStamps* lease_stamps() const { return config_.lease_stamps; }
+  // Read leases by inode, and the order of their grants against size changes.
+  ReadLeases& read_leases() { return read_leases_; }
 
   const ServerConfig& config() const { return config_; }
 
@@ -133,6 +136,7 @@ class Server {
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::array<core::LatencyHistogram, kOpClasses> latency_;
   UsageWatch usage_watch_;
+  ReadLeases read_leases_;
 };
 
 // Records the service time of one request into its class's histogram when it goes out

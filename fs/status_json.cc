@@ -1,6 +1,7 @@
 // Rendering of the status document (format documented in status_json.h).
 #include "fs/status_json.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -89,6 +90,11 @@ std::string StatusJson(const DaemonStatus& s) {
   j.Num("leases_granted", c.leases_granted);
   j.Num("leases_released", c.leases_released);
   j.Num("leases_active", c.leases_active);
+  j.Num("read_leases_granted", s.read_leases_granted);
+  j.Num("read_leases_released", s.read_leases_released);
+  j.Num("read_leases_active",
+        s.read_leases_granted - std::min(s.read_leases_released, s.read_leases_granted));
+  j.Num("read_leases_revoked", s.read_leases_revoked);
   j.Num("leases_refused", s.leases_refused);
   j.Bool("direct_access", s.direct_access);
   j.Str("direct_access_off_reason", s.direct_access_reason);

@@ -33,9 +33,14 @@
 //   "fuse_fsyncdir":  FSYNCDIR requests the daemon received
 //   "fuse_flush":     FLUSH requests the daemon received
 //   "leases_granted", "leases_released", "leases_active":
-//                     direct-access leases (core::Counters): handed out, ended, held now
-//   "leases_refused": lease requests answered with an error (msync mode, empty file,
-//                     read-only handle, ...); the client then writes through FUSE
+//                     direct-access write leases (core::Counters): handed out, ended,
+//                     held now
+//   "read_leases_granted", "read_leases_released", "read_leases_active",
+//   "read_leases_revoked":
+//                     direct-access read leases (fs/read_leases.h): handed out, ended,
+//                     held now, revoked by a size change
+//   "leases_refused": lease requests of either kind answered with an error (msync
+//                     mode, empty file, ...); the client then goes through FUSE
 //   "direct_access":  true when the daemon grants sessions and leases
 //   "direct_access_off_reason": "" when it does; else why not (read-only mount, msync
 //                     mode, the page_cache experiment, no revocation stamps)
@@ -91,6 +96,9 @@ struct DaemonStatus {
   uint64_t fuse_fsyncdir = 0;
   uint64_t fuse_flush = 0;
   uint64_t leases_refused = 0;
+  uint64_t read_leases_granted = 0;
+  uint64_t read_leases_released = 0;
+  uint64_t read_leases_revoked = 0;
   bool direct_access = false;
   std::string direct_access_reason;
   std::string direct_durability = "none";

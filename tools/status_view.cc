@@ -172,8 +172,16 @@ std::string RenderPrometheus(const StatusDoc& doc) {
       {"fuse_fsyncdir", "walfs_fuse_fsyncdir_requests_total", "FSYNCDIR requests received.",
        false},
       {"fuse_flush", "walfs_fuse_flush_requests_total", "FLUSH requests received.", false},
-      {"leases_granted", "walfs_leases_granted_total", "Direct-access leases handed out.", false},
-      {"leases_released", "walfs_leases_released_total", "Direct-access leases ended.", false},
+      {"leases_granted", "walfs_leases_granted_total", "Direct-access write leases handed out.",
+       false},
+      {"leases_released", "walfs_leases_released_total", "Direct-access write leases ended.",
+       false},
+      {"read_leases_granted", "walfs_read_leases_granted_total",
+       "Direct-access read leases handed out.", false},
+      {"read_leases_released", "walfs_read_leases_released_total",
+       "Direct-access read leases ended.", false},
+      {"read_leases_revoked", "walfs_read_leases_revoked_total",
+       "Read leases revoked by a truncate (their holders then read through FUSE).", false},
       {"leases_refused", "walfs_leases_refused_total",
        "Lease requests refused (the client then writes through FUSE).", false},
       {"sessions_granted", "walfs_sessions_granted_total",
@@ -187,8 +195,10 @@ std::string RenderPrometheus(const StatusDoc& doc) {
     std::optional<uint64_t> v = Num(doc, c.key);
     e.Sample(c.name, "counter", c.help, c.in_blocks ? Times(v, block) : D(v));
   }
-  e.Sample("walfs_leases_active", "gauge", "Direct-access leases held now.",
+  e.Sample("walfs_leases_active", "gauge", "Direct-access write leases held now.",
            D(Num(doc, "leases_active")));
+  e.Sample("walfs_read_leases_active", "gauge", "Direct-access read leases held now.",
+           D(Num(doc, "read_leases_active")));
   if (auto direct = Bool(doc, "direct_access")) {
     // The reason stays out of the labels (free text); walfsctl status shows it.
     e.Sample("walfs_direct_access", "gauge",
@@ -261,6 +271,7 @@ const std::set<std::string, std::less<>>& ShownKeys() {
       "reads", "read_bytes", "fsyncs", "fsyncdirs", "sync_writes", "journal_commits",
       "journal_replays", "orphans_reclaimed", "zeroed_blocks", "fuse_fsync", "fuse_fsyncdir",
       "fuse_flush", "leases_granted", "leases_released", "leases_active", "leases_refused",
+      "read_leases_granted", "read_leases_released", "read_leases_active", "read_leases_revoked",
       "direct_access", "direct_access_off_reason", "direct_access_durability",
       "sessions_granted", "sessions_refused",
       "software_version", "uptime_seconds", "persist_error", "enospc_errors", "eio_errors",
@@ -351,9 +362,11 @@ std::string RenderHuman(const StatusDoc& doc, const std::string& mountpoint) {
                        absl::StrCat(access, "; sessions ", OrUnknown(Num(doc, "sessions_granted")),
                                     " granted, ", OrUnknown(Num(doc, "sessions_refused")),
                                     " refused; ", OrUnknown(Num(doc, "leases_active")),
-                                    " leases held (", OrUnknown(Num(doc, "leases_granted")),
-                                    " granted, ", OrUnknown(Num(doc, "leases_refused")),
-                                    " refused)")));
+                                    " write leases held (", OrUnknown(Num(doc, "leases_granted")),
+                                    " granted), ", OrUnknown(Num(doc, "read_leases_active")),
+                                    " read leases held (",
+                                    OrUnknown(Num(doc, "read_leases_granted")), " granted), ",
+                                    OrUnknown(Num(doc, "leases_refused")), " refused")));
   absl::StrAppend(&out, Line("errors", absl::StrCat(OrUnknown(Num(doc, "enospc_errors")),
                                                      " ENOSPC, ",
                                                      OrUnknown(Num(doc, "eio_errors")),

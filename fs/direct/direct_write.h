@@ -65,12 +65,14 @@ void StoreDirect(const LeaseMapping& m, uint64_t offset, const struct iovec* iov
 
 // Why a write was not taken by the direct path.
 enum class DirectResult {
-  kStored,      // stored and durable; the call returns the byte count
+  kStored,      // stored and durable (a write) or copied out (a read); the call
+                // returns the byte count
   kUntracked,   // fd holds no lease
-  kPending,     // fd is a walfs file whose lease is taken at its first write: the caller
-                // asks for it (LeasePending) and tries once more
+  kPending,     // fd is a walfs file whose lease is taken at its first write or read:
+                // the caller asks for it (LeasePending) and tries once more
   kNotInLease,  // length 0, negative offset, partly or wholly outside the lease, bad
-                // iovec count or length overflow, or flags the direct path does not do
+                // iovec count or length overflow, flags the direct path does not do, or
+                // a write on a read lease
   kStale,       // the lease's stamp changed (a close of its file description, or the
                 // handle was released): the entry was dropped
 };
@@ -88,9 +90,10 @@ DirectResult TryDirectWrite(FdTable& table, int fd, const struct iovec* iov, int
 DirectResult TryDirectWritePmem(FdTable& table, int fd, const struct iovec* iov, int iovcnt,
                                 off_t offset, int flags, size_t* written);
 
-// fsync/fdatasync on fd: true when fd holds a lease that still stands, whose stores were
-// durable on return (nothing to sync); false when untracked or just found revoked (the
-// entry is then dropped): the caller makes the real call. One atomic load when untracked.
+// fsync/fdatasync on fd: true when fd holds a write lease that still stands, whose stores
+// were durable on return (nothing to sync); false when untracked, a read lease, or just
+// found revoked (the entry is then dropped): the caller makes the real call. One atomic
+// load when untracked.
 inline bool SyncIsDone(FdTable& table, int fd);
 
 }  // namespace walfs::direct

@@ -14,8 +14,8 @@ namespace walfs::direct {
 // Drops fd's entry (if it is still `lease`'s) after its stamp changed.
 inline void DropStale(FdTable& table, int fd, FdTable::Ref& lease) {
   const int saved_errno = errno;
-  DebugLog("fd %d: lease on walfs inode %llu revoked (a close of its file description): "
-           "dropped",
+  DebugLog("fd %d: lease on walfs inode %llu revoked (a close of its file description, or "
+           "a truncate of a file read-leased): dropped",
            fd, static_cast<unsigned long long>(lease->walfs_ino));
   FdTable::Entry* entry = lease.entry();
   lease.Reset();
@@ -27,7 +27,7 @@ inline bool SyncIsDone(FdTable& table, int fd) {
   FdTable::Ref lease = table.Acquire(fd);
   // A pending descriptor stored nothing directly: its writes, if any, went through FUSE
   // and the kernel's fsync is the one that answers for them.
-  if (!lease || lease.pending()) return false;
+  if (!lease || lease.pending() || lease->access != lease::kAccessWrite) return false;
   if (LeaseCurrent(*lease)) return true;
   DropStale(table, fd, lease);
   return false;
@@ -38,8 +38,13 @@ DirectResult TryDirectWrite(FdTable& table, int fd, const struct iovec* iov, int
                             off_t offset, int flags, Persistor& persistor, size_t* written) {
   FdTable::Ref lease = table.Acquire(fd);
   if (!lease) return DirectResult::kUntracked;
-  if (lease.pending()) return DirectResult::kPending;
-  if (offset < 0 || iovcnt <= 0 || iovcnt > IOV_MAX || !DirectFlagsOk(flags)) {
+  if (lease.pending()) {
+    // A read-only descriptor's write fails in the kernel (EBADF): no lease for it.
+    return lease.pending_access() == lease::kAccessWrite ? DirectResult::kPending
+                                                         : DirectResult::kNotInLease;
+  }
+  if (lease->access != lease::kAccessWrite || offset < 0 || iovcnt <= 0 ||
+      iovcnt > IOV_MAX || !DirectFlagsOk(flags)) {
     return DirectResult::kNotInLease;
   }
   uint64_t total = 0;

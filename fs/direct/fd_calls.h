@@ -11,7 +11,7 @@
 //    it first;
 //  - every call that creates a descriptor drops a stale entry its number still had (the
 //    number was closed where the library could not see it), and the opens track a walfs
-//    file opened for writing as pending (NoteOpen);
+//    file opened for writing, or read-only, as pending (NoteOpen);
 //  - F_SETFL with O_APPEND drops the entry before it takes effect (the kernel would then
 //    ignore pwrite's offset).
 // syscall(2) gets the same for SYS_close, SYS_close_range, SYS_dup, SYS_dup2, SYS_dup3,
@@ -51,7 +51,9 @@ class FdCalls {
   int Opened(int fd, int flags) const {
     if (fd < 0) return fd;
     table_->DropIfTracked(fd);
-    if (WantsLease(flags) && DirectEnabled()) NoteOpen(fd, flags, sources_(), *table_);
+    if (LeaseAccess(flags, /*reads=*/true) != 0 && DirectEnabled()) {
+      NoteOpen(fd, flags, sources_(), *table_);
+    }
     return fd;
   }
 

@@ -61,11 +61,12 @@ bool FdTable::Install(int fd, const Entry* expected, Fill fill) {
 
 bool FdTable::Track(int fd, const LeaseMapping& mapping) { return ReplaceIf(fd, kAny, mapping); }
 
-bool FdTable::TrackPending(int fd, dev_t dev, ino_t ino) {
+bool FdTable::TrackPending(int fd, dev_t dev, ino_t ino, uint32_t access) {
   return Install(fd, kAny, [&](Entry& e) {
     e.pending = true;
     e.dev = dev;
     e.ino = ino;
+    e.access = access;
     e.mapping = LeaseMapping();
   });
 }

@@ -1,9 +1,11 @@
 // FdTable: which descriptors of this process hold a lease, and their mappings.
 //
-// An entry is either a lease (its mapping) or pending: a walfs file opened for writing
-// whose lease is taken at its first write (fs/direct/lease.h, LeasePending), so that
+// An entry is either a lease (its mapping) or pending: a walfs file whose lease is taken
+// at its first pwrite- or pread-family call (fs/direct/lease.h, LeasePending), so that
 // descriptors PostgreSQL opens only to fsync (durable_rename, fsync_fname) never cost a
-// lease. A pending entry carries the st_dev/st_ino seen at open; it has no mapping.
+// lease. A pending entry carries the st_dev/st_ino seen at open and the access its lease
+// will ask for (write for a descriptor opened for writing, read for a read-only one); it
+// has no mapping.
 //
 // The hot path (every pwrite/fsync of the process) asks "is fd leased?" with one atomic
 // load of slots_[fd]: descriptors at or above kFdBound are never tracked. Mutations
@@ -63,6 +65,7 @@ class FdTable {
     bool pending = false;  // no lease yet: mapping is empty, dev/ino say what was opened
     dev_t dev = 0;
     ino_t ino = 0;
+    uint32_t access = 0;  // pending: the lease::kAccess* to ask for
     LeaseMapping mapping;
     // A lease's private duplicate of its descriptor (an OwnedFds cell), or -1.
     std::atomic<int> private_fd{-1};
@@ -81,6 +84,8 @@ class FdTable {
     ~Ref() { Reset(); }
     explicit operator bool() const { return entry_ != nullptr; }
     bool pending() const { return entry_->pending; }
+    // A pending entry's lease::kAccess* to ask for.
+    uint32_t pending_access() const { return entry_->access; }
     const LeaseMapping& operator*() const { return entry_->mapping; }
     const LeaseMapping* operator->() const { return &entry_->mapping; }
     Entry* entry() const { return entry_; }
@@ -107,9 +112,10 @@ class FdTable {
   // memory can be had.
   bool Track(int fd, const LeaseMapping& mapping);
 
-  // Tracks fd as pending (a walfs file identified by dev/ino, no lease yet), first
-  // untracking whatever entry fd had. False when fd is out of range or no entry memory.
-  bool TrackPending(int fd, dev_t dev, ino_t ino);
+  // Tracks fd as pending (a walfs file identified by dev/ino, no lease yet; `access` is
+  // the lease::kAccess* to ask for), first untracking whatever entry fd had. False when
+  // fd is out of range or no entry memory.
+  bool TrackPending(int fd, dev_t dev, ino_t ino, uint32_t access = lease::kAccessWrite);
 
   // Publishes `mapping` for fd only if its slot still holds `expected` (the pending
   // entry the caller leased for). With `private_cell` (an OwnedFds cell holding the

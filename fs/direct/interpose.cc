@@ -21,6 +21,7 @@
 
 #include <climits>
 
+#include "fs/direct/direct_read.h"
 #include "fs/direct/direct_write.h"
 #include "fs/direct/fd_calls.h"
 #include "fs/direct/fd_table.h"
@@ -85,6 +86,22 @@ inline ssize_t Pwritev(int fd, const struct iovec* iov, int iovcnt, off_t offset
     result = TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written);
   }
   if (result == DirectResult::kStored) return static_cast<ssize_t>(written);
+  return real();
+}
+
+// pread-family core: copied out of the pool when leased and inside the lease, else the
+// real call. The untracked case is the inline load and nothing else.
+template <typename Real>
+inline ssize_t Preadv(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags,
+                      Real real) {
+  if (!g_table.IsTracked(fd)) return real();
+  size_t copied = 0;
+  DirectResult result = TryDirectReadMemcpy(g_table, fd, iov, iovcnt, offset, flags, &copied);
+  if (result == DirectResult::kPending) {
+    LeasePending(fd, ProductionLeaseSources(), g_table, g_sessions);
+    result = TryDirectReadMemcpy(g_table, fd, iov, iovcnt, offset, flags, &copied);
+  }
+  if (result == DirectResult::kStored) return static_cast<ssize_t>(copied);
   return real();
 }
 
@@ -261,6 +278,75 @@ WALFS_EXPORT ssize_t pwritev64v2(int fd, const struct iovec* iov, int iovcnt, of
     WALFS_CALL_REAL(pwritev64v2, fd, iov, iovcnt, offset, flags);
   });
 }
+
+// ---- reads ----------------------------------------------------------------------------
+
+WALFS_EXPORT ssize_t pread(int fd, void* buf, size_t count, off_t offset) {
+  const struct iovec iov = {buf, count};
+  return walfs::direct::Preadv(fd, &iov, 1, offset, 0, [&]() -> ssize_t {
+    WALFS_CALL_REAL(pread, fd, buf, count, offset);
+  });
+}
+
+WALFS_EXPORT ssize_t pread64(int fd, void* buf, size_t count, off64_t offset) {
+  const struct iovec iov = {buf, count};
+  return walfs::direct::Preadv(fd, &iov, 1, offset, 0, [&]() -> ssize_t {
+    WALFS_CALL_REAL(pread64, fd, buf, count, offset);
+  });
+}
+
+WALFS_EXPORT ssize_t preadv(int fd, const struct iovec* iov, int iovcnt, off_t offset) {
+  return walfs::direct::Preadv(fd, iov, iovcnt, offset, 0, [&]() -> ssize_t {
+    WALFS_CALL_REAL(preadv, fd, iov, iovcnt, offset);
+  });
+}
+
+WALFS_EXPORT ssize_t preadv64(int fd, const struct iovec* iov, int iovcnt, off64_t offset) {
+  return walfs::direct::Preadv(fd, iov, iovcnt, offset, 0, [&]() -> ssize_t {
+    WALFS_CALL_REAL(preadv64, fd, iov, iovcnt, offset);
+  });
+}
+
+WALFS_EXPORT ssize_t preadv2(int fd, const struct iovec* iov, int iovcnt, off_t offset,
+                             int flags) {
+  return walfs::direct::Preadv(fd, iov, iovcnt, offset, flags, [&]() -> ssize_t {
+    WALFS_CALL_REAL(preadv2, fd, iov, iovcnt, offset, flags);
+  });
+}
+
+WALFS_EXPORT ssize_t preadv64v2(int fd, const struct iovec* iov, int iovcnt, off64_t offset,
+                                int flags) {
+  return walfs::direct::Preadv(fd, iov, iovcnt, offset, flags, [&]() -> ssize_t {
+    WALFS_CALL_REAL(preadv64v2, fd, iov, iovcnt, offset, flags);
+  });
+}
+
+// _FORTIFY_SOURCE's checked pread: a count larger than the buffer goes to libc, which
+// aborts as it would have without us.
+extern "C" {
+ssize_t __pread_chk(int fd, void* buf, size_t count, off_t offset, size_t buflen);
+ssize_t __pread64_chk(int fd, void* buf, size_t count, off64_t offset, size_t buflen);
+}
+
+WALFS_EXPORT ssize_t __pread_chk(int fd, void* buf, size_t count, off_t offset,
+                                 size_t buflen) {
+  auto real = [&]() -> ssize_t { WALFS_CALL_REAL(__pread_chk, fd, buf, count, offset, buflen); };
+  if (count > buflen) return real();
+  const struct iovec iov = {buf, count};
+  return walfs::direct::Preadv(fd, &iov, 1, offset, 0, real);
+}
+
+WALFS_EXPORT ssize_t __pread64_chk(int fd, void* buf, size_t count, off64_t offset,
+                                   size_t buflen) {
+  auto real = [&]() -> ssize_t {
+    WALFS_CALL_REAL(__pread64_chk, fd, buf, count, offset, buflen);
+  };
+  if (count > buflen) return real();
+  const struct iovec iov = {buf, count};
+  return walfs::direct::Preadv(fd, &iov, 1, offset, 0, real);
+}
+
+// read(2) and readv(2) use the kernel's shared file offset: they always go to the kernel.
 
 // write(2) keeps the kernel's shared file offset: it always goes to the kernel.
 WALFS_EXPORT ssize_t write(int fd, const void* buf, size_t count) {

@@ -61,7 +61,9 @@ int CachedStat(int fd, struct stat* st) {
 const char* ValidateReply(const lease::Reply& r) {
   if (r.magic != lease::kMagic) return "bad magic";
   if (r.version != lease::kVersion) return "unknown version";
-  if (r.access != lease::kAccessWrite) return "access is not write";
+  if (r.access != lease::kAccessWrite && r.access != lease::kAccessRead) {
+    return "access is neither write nor read";
+  }
   if (r.flags != 0) return "unknown flags";
   if (r.reserved0 != 0) return "reserved0 not zero";
   if (r.run_count == 0 || r.run_count > lease::kMaxRuns) return "run_count out of range";
@@ -109,6 +111,14 @@ bool WantsLease(int flags) {
   return (access == O_WRONLY || access == O_RDWR) && (flags & (O_APPEND | O_PATH)) == 0;
 }
 
+uint32_t LeaseAccess(int flags, bool reads) {
+  if (WantsLease(flags)) return lease::kAccessWrite;
+  if (reads && (flags & O_ACCMODE) == O_RDONLY && (flags & O_PATH) == 0) {
+    return lease::kAccessRead;
+  }
+  return 0;
+}
+
 const LeaseSources& ProductionLeaseSources() {
   static const LeaseSources kSources = {
       .stat_fd = CachedStat,
@@ -121,7 +131,8 @@ const LeaseSources& ProductionLeaseSources() {
 }
 
 LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& table) {
-  if (!WantsLease(flags) || fd < 0 || fd >= FdTable::kFdBound) return LeaseOutcome::kNotWanted;
+  const uint32_t access = LeaseAccess(flags, DirectReadsEnabled());
+  if (access == 0 || fd < 0 || fd >= FdTable::kFdBound) return LeaseOutcome::kNotWanted;
   const int saved_errno = errno;
   struct stat st;
   LeaseOutcome outcome;
@@ -132,7 +143,7 @@ LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& t
     // segments (xlogtemp.N, zero-filled through FUSE, then renamed and reopened) and
     // the empty files it opens for writing are not tracked at all.
     outcome = LeaseOutcome::kEmpty;
-  } else if (!table.TrackPending(fd, st.st_dev, st.st_ino)) {
+  } else if (!table.TrackPending(fd, st.st_dev, st.st_ino, access)) {
     outcome = LeaseOutcome::kTableFull;
     DebugLog("fd %d: no lease: fd table entry unavailable", fd);
   } else {
@@ -147,6 +158,7 @@ LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
   FdTable::Ref pending = table.Acquire(fd);
   if (!pending || !pending.pending()) return LeaseOutcome::kReused;
   const FdTable::Entry* entry = pending.entry();
+  const uint32_t access = pending.pending_access();
   OwnedFds& owned = *table.owned();
   const int saved_errno = errno;
   LeaseOutcome outcome = LeaseOutcome::kGranted;
@@ -183,7 +195,7 @@ LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
   memset(&reply, 0, sizeof(reply));
   reply.magic = lease::kMagic;
   reply.version = lease::kVersion;
-  reply.access = lease::kAccessWrite;
+  reply.access = access;
   if (outcome == LeaseOutcome::kGranted) {
     if (const int err = sources.ioctl_lease(priv, &reply); err != 0) {
       outcome = LeaseOutcome::kIoctlFailed;
@@ -191,6 +203,9 @@ LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
     } else if (const char* invalid = ValidateReply(reply); invalid != nullptr) {
       outcome = LeaseOutcome::kInvalid;
       DebugLog("fd %d: no lease: invalid reply: %s", fd, invalid);
+    } else if (reply.access != access) {
+      outcome = LeaseOutcome::kInvalid;
+      DebugLog("fd %d: no lease: invalid reply: not the access asked for", fd);
     } else if (const char* foreign =
                    CheckReplyInSession(reply, sessions.Get(session).facts);
                foreign != nullptr) {
@@ -217,7 +232,8 @@ LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
       outcome = LeaseOutcome::kReused;
       DebugLog("fd %d: no lease: the descriptor changed while leasing", fd);
     } else {
-      DebugLog("fd %d: lease granted: walfs inode %llu, %llu bytes in %u run(s)", fd,
+      DebugLog("fd %d: %s lease granted: walfs inode %llu, %llu bytes in %u run(s)", fd,
+               access == lease::kAccessRead ? "read" : "write",
                static_cast<unsigned long long>(reply.ino),
                static_cast<unsigned long long>(reply.leased_size), reply.run_count);
     }

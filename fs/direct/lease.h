@@ -1,9 +1,10 @@
-// Acquiring a lease for a file on a walfs mount opened for writing, at its first write.
+// Acquiring a lease for a file on a walfs mount, at its first write or read: a write
+// lease for a descriptor opened for writing, a read lease for one opened read-only.
 //
 // Two steps. At open, NoteOpen decides from CachedStat whether the descriptor is a walfs
 // file a lease could serve and, if so, tracks it as pending (no system call beyond it).
-// At the descriptor's first pwrite-family call, LeasePending asks the daemon, maps the
-// reply and replaces the pending entry with the lease. PostgreSQL opens many WAL files
+// At the descriptor's first pwrite- or pread-family call, LeasePending asks the daemon,
+// maps the reply and replaces the pending entry with the lease. PostgreSQL opens many WAL files
 // only to fsync them (durable_rename, fsync_fname on recycle and at checkpoints): they
 // now cost no lease ioctl, no mapping and no lease release (which would also have set
 // mtime on a file nobody wrote).
@@ -35,7 +36,7 @@ namespace walfs::direct {
 
 // nullptr when `reply` is a well-formed lease, else why not (a static string). The reply
 // comes from whatever answered the ioctl, so every field is checked: magic, version,
-// access kAccessWrite, flags and reserved0 zero, run_count in [1, kMaxRuns], block_size a
+// access kAccessWrite or kAccessRead, flags and reserved0 zero, run_count in [1, kMaxRuns], block_size a
 // power of two that is a multiple of the page size, runs in file order and contiguous
 // from 0, each block-aligned and overflow-free, together covering [0, leased_size) with
 // no run wholly past it, leased_size > 0, a non-zero stamp at an 8-aligned stamp_offset.
@@ -46,6 +47,11 @@ const char* ValidateReply(const lease::Reply& reply);
 // Whether open flags ask for write access a lease can serve: O_WRONLY or O_RDWR, not
 // O_APPEND (its writes land at EOF whatever the offset), not O_PATH.
 bool WantsLease(int flags);
+
+// The lease a descriptor opened with `flags` would ask for: lease::kAccessWrite when
+// WantsLease, lease::kAccessRead for O_RDONLY (not O_PATH) when `reads` (the
+// WALFS_DIRECT_READS switch), else 0 (none).
+uint32_t LeaseAccess(int flags, bool reads);
 
 // fstat(2) from the kernel's cached attributes (statx with AT_STATX_DONT_SYNC), filling
 // st_dev, st_ino, st_mode and st_size only; 0, or -1 with errno. Why: a FUSE write
@@ -80,7 +86,8 @@ const LeaseSources& ProductionLeaseSources();
 enum class LeaseOutcome {
   kGranted,
   kPending,      // NoteOpen: a walfs file, tracked; the lease comes at the first write
-  kNotWanted,    // flags (read-only, O_APPEND, O_PATH) or fd out of the table's range
+  kNotWanted,    // flags (O_APPEND writable, O_PATH, read-only with reads switched off)
+                 // or fd out of the table's range
   kNotWalfs,     // the stat failed, not a regular file, or not on a walfs mount
   kReused,       // LeasePending: the descriptor is no longer the file NoteOpen saw (it
                  // was closed where we could not see it), or is not pending at all
@@ -95,14 +102,16 @@ enum class LeaseOutcome {
 };
 
 // Decides whether the freshly opened fd (opened with `flags`) is a walfs file worth a
-// lease and, if so, tracks it in `table` as pending: kPending, or why not. Never changes
+// lease (LeaseAccess with DirectReadsEnabled) and, if so, tracks it in `table` as
+// pending with the access to ask for: kPending, or why not. Never changes
 // errno. Not async-signal-safe (the first call reads mountinfo with malloc).
 LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& table);
 
-// fd's first write: fd must be pending in `table`, whose OwnedFds must be set. Pins fd
+// fd's first write or read: fd must be pending in `table`, whose OwnedFds must be set. Pins fd
 // (above), checks the private duplicate is still the file NoteOpen saw (st_dev/st_ino),
-// gets the mount's session from `sessions`, asks the daemon for the lease on the
-// duplicate, validates the reply and checks it against the session, confirms fd is
+// gets the mount's session from `sessions`, asks the daemon for the lease (of the
+// pending access) on the duplicate, validates the reply (its access must be the one
+// asked for) and checks it against the session, confirms fd is
 // still the same description, maps the reply and replaces the pending entry with the
 // lease, which takes the duplicate: kGranted. On any other outcome the pending entry is
 // dropped and the duplicate closed, so later calls on fd cost one load and go to the

@@ -85,6 +85,8 @@ int MapLease(const lease::Reply& reply, Sessions& sessions, int session, LeaseMa
   out->session = session;
   out->leased_size = reply.leased_size;
   out->walfs_ino = reply.ino;
+  out->access = reply.access;
+  const bool read_only = reply.access == lease::kAccessRead;
   out->run_count = reply.run_count;
   const Sessions::Session& s = sessions.Get(session);
   if (const int err = MapStamp(reply, s.stamps_fd.load(std::memory_order_relaxed), out, reason);
@@ -103,14 +105,21 @@ int MapLease(const lease::Reply& reply, Sessions& sessions, int session, LeaseMa
     mapped.file_offset = run.file_offset;
     mapped.length = run.length;
     mapped.pool_offset = run.pool_offset;
-    mapped.pool_addr = MapRun(map_fn, pool_fd, run.pool_offset, run.length, plain_ok, reason);
+    if (read_only) {
+      void* p = map_fn(nullptr, run.length, PROT_READ, MAP_SHARED, pool_fd,
+                       static_cast<off_t>(run.pool_offset));
+      mapped.pool_addr = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+      if (p == MAP_FAILED) *reason = "mmap of a pool run failed";
+    } else {
+      mapped.pool_addr = MapRun(map_fn, pool_fd, run.pool_offset, run.length, plain_ok, reason);
+    }
     if (mapped.pool_addr == nullptr) {
       const int err = -errno;
       UnmapLease(*out);
       return err;
     }
 #ifdef WALFS_TEST_FACILITIES
-    if (image_fd >= 0) {
+    if (image_fd >= 0 && !read_only) {
       void* p = mmap(nullptr, run.length, PROT_READ | PROT_WRITE, MAP_SHARED, image_fd,
                      static_cast<off_t>(run.pool_offset));
       if (p == MAP_FAILED) {

@@ -37,6 +37,9 @@ struct LeaseMapping {
                                // at their own word)
   uint64_t leased_size = 0;
   uint64_t walfs_ino = 0;  // for messages
+  // lease::kAccessWrite: runs mapped read-write, stores and copies out; kAccessRead:
+  // runs mapped read-only, copies out only, each checked by the stamp after it too (L9).
+  uint32_t access = lease::kAccessWrite;
   uint32_t run_count = 0;
   MappedRun runs[lease::kMaxRuns] = {};
   Sessions* sessions = nullptr;
@@ -62,10 +65,11 @@ bool PlainMappingDurable(const SessionFacts& facts);
 // The mmap the runs are made with, and the seam to refuse MAP_SYNC in tests.
 using MmapFn = void* (*)(void* addr, size_t length, int prot, int flags, int fd, off_t offset);
 
-// Maps every run of `reply` from the session's pool descriptor with
-// MAP_SHARED_VALIDATE|MAP_SYNC; where MAP_SYNC is refused (EOPNOTSUPP, EINVAL), with
-// MAP_SHARED only if PlainMappingDurable, else no lease (ENOTSUP). In a test build with
-// an image in the session, maps the same runs of the image. Maps the page of the stamps
+// Maps every run of `reply` from the session's pool descriptor. A write lease: read-write
+// with MAP_SHARED_VALIDATE|MAP_SYNC; where MAP_SYNC is refused (EOPNOTSUPP, EINVAL), with
+// MAP_SHARED only if PlainMappingDurable, else no lease (ENOTSUP); in a test build with
+// an image in the session, the same runs of the image too. A read lease: read-only
+// MAP_SHARED (a copy out needs no durability). Maps the page of the stamps
 // holding the lease's word read-only and checks it still holds reply.stamp. `reply`
 // must have passed ValidateReply and CheckReplyInSession against the session. Takes
 // over the reference `session` on `sessions` in every case (on failure it is released).

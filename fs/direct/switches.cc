@@ -13,15 +13,18 @@ namespace {
 
 struct Switches {
   bool enabled;
+  bool reads;
   bool debug;
 };
 
 const Switches& Get() {
   static const Switches switches = [] {
     const char* enabled = getenv("WALFS_DIRECT");
+    const char* reads = getenv("WALFS_DIRECT_READS");
     const char* debug = getenv("WALFS_DIRECT_DEBUG");
     return Switches{
         .enabled = enabled == nullptr || strcmp(enabled, "0") != 0,
+        .reads = reads == nullptr || strcmp(reads, "0") != 0,
         .debug = debug != nullptr && strcmp(debug, "1") == 0,
     };
   }();
@@ -31,6 +34,7 @@ const Switches& Get() {
 }  // namespace
 
 bool DirectEnabled() { return Get().enabled; }
+bool DirectReadsEnabled() { return Get().reads; }
 bool DebugEnabled() { return Get().debug; }
 
 void DebugLog(const char* format, ...) {

@@ -2,6 +2,8 @@
 //
 //  WALFS_DIRECT=0        the library is inert: no lease is ever asked for, so every call
 //                        passes straight through.
+//  WALFS_DIRECT_READS=0  no read leases: descriptors opened read-only are not tracked and
+//                        their reads go through FUSE (writes are as before).
 //  WALFS_DIRECT_DEBUG=1  decisions (lease granted or refused, identity mismatch, mapping
 //                        failure) are logged to stderr, each line prefixed "walfs-direct:".
 // Read once, on first use. Silent by default.
@@ -11,6 +13,7 @@
 namespace walfs::direct {
 
 bool DirectEnabled();
+bool DirectReadsEnabled();
 bool DebugEnabled();
 
 // Formats into a stack buffer and writes one line to fd 2 with a single write(2), so

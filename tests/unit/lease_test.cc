@@ -279,7 +279,9 @@ TEST_F(LeaseTest, ReplyCarriesRunsUuidAndStampButNoPath) {
   const fs::LeaseStamp stamp{.offset = 24, .value = 1234};
   auto reply = std::make_unique<lease::Reply>();
   std::memset(reply.get(), 0xa5, sizeof(*reply));  // every byte is the daemon's
-  ASSERT_TRUE(fs::FillLeaseReply(*lease, dir_->superblock(), stamp, reply.get()).ok());
+  ASSERT_TRUE(
+      fs::FillLeaseReply(*lease, dir_->superblock(), stamp, lease::kAccessWrite, reply.get())
+          .ok());
   EXPECT_EQ(reply->magic, lease::kMagic);
   EXPECT_EQ(reply->version, lease::kVersion);
   EXPECT_EQ(reply->access, lease::kAccessWrite);
@@ -311,27 +313,37 @@ TEST_F(LeaseTest, ReplyCarriesRunsUuidAndStampButNoPath) {
 
   Lease too_many = *lease;
   too_many.runs.resize(lease::kMaxRuns + 1);
-  EXPECT_FALSE(fs::FillLeaseReply(too_many, dir_->superblock(), stamp, reply.get()).ok());
+  EXPECT_FALSE(
+      fs::FillLeaseReply(too_many, dir_->superblock(), stamp, lease::kAccessWrite, reply.get())
+          .ok());
   Lease none = *lease;
   none.runs.clear();
-  EXPECT_FALSE(fs::FillLeaseReply(none, dir_->superblock(), stamp, reply.get()).ok());
+  EXPECT_FALSE(
+      fs::FillLeaseReply(none, dir_->superblock(), stamp, lease::kAccessWrite, reply.get()).ok());
   // A lease that could not be revoked is never sent.
-  EXPECT_FALSE(fs::FillLeaseReply(*lease, dir_->superblock(), fs::LeaseStamp{}, reply.get()).ok());
+  EXPECT_FALSE(fs::FillLeaseReply(*lease, dir_->superblock(), fs::LeaseStamp{},
+                                  lease::kAccessWrite, reply.get())
+                   .ok());
   EXPECT_FALSE(fs::FillLeaseReply(*lease, dir_->superblock(),
-                                  fs::LeaseStamp{.offset = 3, .value = 9}, reply.get())
+                                  fs::LeaseStamp{.offset = 3, .value = 9}, lease::kAccessWrite,
+                                  reply.get())
                    .ok());
   ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
 }
 
-TEST(LeaseRequestTest, OnlyAV3WriteRequestIsTaken) {
+TEST(LeaseRequestTest, OnlyAV3WriteOrReadRequestIsTaken) {
   lease::Reply r{};
   EXPECT_EQ(fs::CheckLeaseRequest(r), EINVAL);  // an old client's zeroed buffer
   r.magic = lease::kMagic;
   r.version = lease::kVersion;
   r.access = lease::kAccessWrite;
   EXPECT_EQ(fs::CheckLeaseRequest(r), 0);
-  r.access = 2;
-  EXPECT_EQ(fs::CheckLeaseRequest(r), EINVAL);
+  r.access = lease::kAccessRead;
+  EXPECT_EQ(fs::CheckLeaseRequest(r), 0);
+  for (uint32_t access : {0u, 3u, 4u, 0x80000001u}) {
+    r.access = access;
+    EXPECT_EQ(fs::CheckLeaseRequest(r), EINVAL) << access;
+  }
   r.access = lease::kAccessWrite;
   r.version = 2;
   EXPECT_EQ(fs::CheckLeaseRequest(r), EINVAL);

@@ -38,6 +38,9 @@ StatusDoc SampleDoc(bool persist_error = false, bool direct = true) {
   s.sessions_granted = 5;
   s.sessions_refused = 1;
   s.leases_refused = 3;
+  s.read_leases_granted = 9;
+  s.read_leases_released = 7;
+  s.read_leases_revoked = 1;
   core::LatencyHistogram write, fsync;
   for (int i = 0; i < 98; ++i) write.Record(3000);  // (2, 4] us
   write.Record(40'000);                              // (32, 64] us
@@ -124,6 +127,10 @@ TEST(StatusViewTest, PrometheusFollowsTheExpositionConventions) {
                       "pg_wal\",pool=\"/var/lib/walfs/main.pool\"} 5\n"),
             std::string::npos) << text;
   EXPECT_NE(text.find("walfs_sessions_refused_total{"), std::string::npos) << text;
+  EXPECT_NE(text.find("walfs_read_leases_active{mountpoint=\"/var/lib/postgresql/15/main/"
+                      "pg_wal\",pool=\"/var/lib/walfs/main.pool\"} 2\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("walfs_read_leases_revoked_total{"), std::string::npos) << text;
   EXPECT_NE(text.find(",durability=\"forced\"} 1\n"), std::string::npos) << text;
   const std::string off = RenderPrometheus(SampleDoc(false, /*direct=*/false));
   EXPECT_NE(off.find(",durability=\"none\"} 0\n"), std::string::npos) << off;
@@ -138,7 +145,8 @@ TEST(StatusViewTest, HumanViewLeadsWithHealthAndSpace) {
   EXPECT_NE(text.find("2 ENOSPC, 0 EIO"), std::string::npos) << text;
   EXPECT_NE(text.find("p99 latency:     write 64 us (--latency)"), std::string::npos) << text;
   EXPECT_NE(text.find("direct access:   available (durability forced); sessions 5 granted, "
-                      "1 refused; 0 leases held (0 granted, 3 refused)\n"),
+                      "1 refused; 0 write leases held (0 granted), 2 read leases held (9 "
+                      "granted), 3 refused\n"),
             std::string::npos) << text;
   // Every key is shown in its place: nothing is left for the raw tail.
   EXPECT_EQ(text.find("direct_access"), std::string::npos) << text;

@@ -195,10 +195,25 @@ TEST_F(DirectFdCallsTest, SyscallOpensNoteWalfsFilesWithTheirFlags) {
   g_walfs = true;
   const long ro = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path_.c_str()), O_RDONLY, 0);
   ASSERT_GE(ro, 0);
-  EXPECT_FALSE(table_->IsTracked(static_cast<int>(ro)));
+  {
+    // Read-only: pending, to ask for a read lease at its first pread.
+    FdTable::Ref ref = table_->Acquire(static_cast<int>(ro));
+    ASSERT_TRUE(ref);
+    EXPECT_TRUE(ref.pending());
+    EXPECT_EQ(ref.pending_access(), lease::kAccessRead);
+  }
+  const long path_only =
+      Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path_.c_str()), O_PATH, 0);
+  ASSERT_GE(path_only, 0);
+  EXPECT_FALSE(table_->IsTracked(static_cast<int>(path_only)));
+  close(static_cast<int>(path_only));
   const long rw = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path_.c_str()), O_RDWR, 0);
   ASSERT_GE(rw, 0);
-  EXPECT_TRUE(table_->IsTracked(static_cast<int>(rw)));
+  {
+    FdTable::Ref ref = table_->Acquire(static_cast<int>(rw));
+    ASSERT_TRUE(ref);
+    EXPECT_EQ(ref.pending_access(), lease::kAccessWrite);
+  }
   struct open_how how = {};
   how.flags = O_RDWR | O_CLOEXEC;
   const long o2 = Sys(SYS_openat2, AT_FDCWD, reinterpret_cast<long>(path_.c_str()),

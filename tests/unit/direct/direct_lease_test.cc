@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "fs/direct/direct_read.h"
 #include "fs/direct/direct_write.h"
 #include "fs/direct/lease_mapping.h"
 #include "gtest/gtest.h"
@@ -60,7 +61,12 @@ lease::Reply ValidReply() {
 
 // ---- ValidateReply ------------------------------------------------------------------
 
-TEST(DirectLeaseValidateTest, AcceptsAValidReply) { EXPECT_EQ(ValidateReply(ValidReply()), nullptr); }
+TEST(DirectLeaseValidateTest, AcceptsAValidReply) {
+  EXPECT_EQ(ValidateReply(ValidReply()), nullptr);
+  lease::Reply read = ValidReply();
+  read.access = lease::kAccessRead;
+  EXPECT_EQ(ValidateReply(read), nullptr);
+}
 
 struct Mutation {
   const char* name;
@@ -74,7 +80,8 @@ TEST(DirectLeaseValidateTest, RefusesEachInvalidField) {
       {"version", [](lease::Reply& r) { r.version = lease::kVersion + 1; }, "unknown version"},
       {"old version", [](lease::Reply& r) { r.version = 2; }, "unknown version"},
       {"access 0", [](lease::Reply& r) { r.access = 0; }, "access"},
-      {"access 2", [](lease::Reply& r) { r.access = 2; }, "access"},
+      {"access 3", [](lease::Reply& r) { r.access = 3; }, "access"},
+      {"access high", [](lease::Reply& r) { r.access = 0x80000001u; }, "access"},
       {"flags", [](lease::Reply& r) { r.flags = 1; }, "unknown flags"},
       {"high flags", [](lease::Reply& r) { r.flags = 1u << 31; }, "unknown flags"},
       {"reserved0", [](lease::Reply& r) { r.reserved0 = 1; }, "reserved0"},
@@ -189,6 +196,14 @@ TEST(DirectLeaseValidateTest, WantsLeaseOnlyForPlainWriteAccess) {
   EXPECT_FALSE(WantsLease(O_WRONLY | O_APPEND));
   EXPECT_FALSE(WantsLease(O_RDWR | O_PATH));
   EXPECT_FALSE(WantsLease(O_ACCMODE));
+  EXPECT_EQ(LeaseAccess(O_RDWR, true), lease::kAccessWrite);
+  EXPECT_EQ(LeaseAccess(O_WRONLY, false), lease::kAccessWrite);
+  EXPECT_EQ(LeaseAccess(O_RDONLY, true), lease::kAccessRead);
+  EXPECT_EQ(LeaseAccess(O_RDONLY | O_CLOEXEC | O_NOFOLLOW, true), lease::kAccessRead);
+  EXPECT_EQ(LeaseAccess(O_RDONLY, false), 0u);  // WALFS_DIRECT_READS=0
+  EXPECT_EQ(LeaseAccess(O_RDONLY | O_PATH, true), 0u);
+  EXPECT_EQ(LeaseAccess(O_WRONLY | O_APPEND, true), 0u);
+  EXPECT_EQ(LeaseAccess(O_ACCMODE, true), 0u);
 }
 
 // CachedStat is what every decision below is made from: it must agree with fstat on the
@@ -232,6 +247,7 @@ bool g_is_walfs = true;
 int g_ioctl_error = 0;
 int g_ioctl_calls = 0;
 int g_ioctl_fd = -1;
+uint32_t g_expected_access = lease::kAccessWrite;
 bool g_same_description = true;
 int g_mount_root_calls = 0;
 lease::Reply g_reply;
@@ -243,7 +259,7 @@ int FakeIoctl(int fd, lease::Reply* reply) {
   // What the client asks for.
   EXPECT_EQ(reply->magic, lease::kMagic);
   EXPECT_EQ(reply->version, lease::kVersion);
-  EXPECT_EQ(reply->access, lease::kAccessWrite);
+  EXPECT_EQ(reply->access, g_expected_access);
   if (g_ioctl_error != 0) return -g_ioctl_error;
   *reply = g_reply;
   return 0;
@@ -304,6 +320,7 @@ class DirectLeaseTest : public ::testing::Test {
     g_ioctl_error = 0;
     g_ioctl_calls = 0;
     g_ioctl_fd = -1;
+    g_expected_access = lease::kAccessWrite;
     g_same_description = true;
     g_mount_root_calls = 0;
     close(MakeFile(file_path_, 9 * kBlock));
@@ -376,10 +393,10 @@ class DirectLeaseTest : public ::testing::Test {
   Sessions sessions_{owned_.get()};
 };
 
-TEST_F(DirectLeaseTest, ReadOnlyAndAppendOpensAskNothing) {
+TEST_F(DirectLeaseTest, AppendAndPathOpensAskNothing) {
   const int fd = OpenFile(O_RDONLY);
-  EXPECT_EQ(Lease(fd, O_RDONLY), LeaseOutcome::kNotWanted);
   EXPECT_EQ(Lease(fd, O_WRONLY | O_APPEND), LeaseOutcome::kNotWanted);
+  EXPECT_EQ(Lease(fd, O_RDONLY | O_PATH), LeaseOutcome::kNotWanted);
   EXPECT_EQ(g_ioctl_calls, 0);
   EXPECT_FALSE(table_->IsTracked(fd));
   close(fd);
@@ -592,6 +609,111 @@ TEST_F(DirectLeaseTest, WritesInsideTheLeaseLandInThePoolRuns) {
   session_ = -1;
   EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
   close(fd);
+}
+
+// A read-only descriptor takes a read lease at its first pread and copies out of the
+// pool runs; it never stores, and fsync stays the kernel's.
+TEST_F(DirectLeaseTest, ReadLeaseCopiesOutOfThePoolRuns) {
+  std::string bytes(9 * kBlock, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>('A' + i % 53);
+  ASSERT_EQ(pwrite(pool_fd_, bytes.data(), 4 * kBlock, 64 * kBlock), 4 * kBlock);
+  ASSERT_EQ(pwrite(pool_fd_, bytes.data() + 4 * kBlock, 5 * kBlock, 32 * kBlock), 5 * kBlock);
+  g_reply.access = lease::kAccessRead;
+  g_expected_access = lease::kAccessRead;
+  const int fd = OpenFile(O_RDONLY);
+  ASSERT_EQ(NoteOpen(fd, O_RDONLY, kFake, *table_), LeaseOutcome::kPending);
+  EXPECT_EQ(g_ioctl_calls, 0);  // not at open
+  std::string page(8192, '\0');
+  struct iovec one = {page.data(), page.size()};
+  size_t copied = 0;
+  ASSERT_EQ(TryDirectReadMemcpy(*table_, fd, &one, 1, 0, 0, &copied), DirectResult::kPending);
+  ASSERT_EQ(LeasePending(fd, kFake, *table_, sessions_), LeaseOutcome::kGranted);
+  EXPECT_EQ(g_ioctl_calls, 1);
+
+  // 8 KiB across the run boundary, then two iovecs up to the last leased byte.
+  const uint64_t off = 4 * kBlock - 4096;
+  ASSERT_EQ(TryDirectReadMemcpy(*table_, fd, &one, 1, static_cast<off_t>(off), 0, &copied),
+            DirectResult::kStored);
+  EXPECT_EQ(copied, 8192u);
+  EXPECT_EQ(page, bytes.substr(off, 8192));
+  const uint64_t leased = g_reply.leased_size;
+  std::string a(100, '\0'), b(200, '\0');
+  const struct iovec two[2] = {{a.data(), a.size()}, {b.data(), b.size()}};
+  ASSERT_EQ(TryDirectReadMemcpy(*table_, fd, two, 2, static_cast<off_t>(leased - 300),
+                                RWF_NOWAIT, &copied),
+            DirectResult::kStored);
+  EXPECT_EQ(copied, 300u);
+  EXPECT_EQ(a + b, bytes.substr(leased - 300, 300));
+  // A store into the pool shows at the next read: the runs are the pool's memory.
+  ASSERT_EQ(pwrite(pool_fd_, "walfs", 5, 64 * kBlock + 10), 5);
+  std::string five(5, '\0');
+  struct iovec five_iov = {five.data(), 5};
+  ASSERT_EQ(TryDirectReadMemcpy(*table_, fd, &five_iov, 1, 10, 0, &copied),
+            DirectResult::kStored);
+  EXPECT_EQ(five, "walfs");
+
+  // Everything else is the kernel's: past the lease, flags, writes, fsync.
+  struct iovec past = {page.data(), 2};
+  EXPECT_EQ(TryDirectReadMemcpy(*table_, fd, &past, 1, static_cast<off_t>(leased - 1), 0,
+                                &copied),
+            DirectResult::kNotInLease);
+  EXPECT_EQ(TryDirectReadMemcpy(*table_, fd, &one, 1, -1, 0, &copied),
+            DirectResult::kNotInLease);
+  EXPECT_EQ(TryDirectReadMemcpy(*table_, fd, &one, 1, 0, RWF_DSYNC, &copied),
+            DirectResult::kNotInLease);
+  EXPECT_EQ(TryDirectReadMemcpy(*table_, fd, &one, 0, 0, 0, &copied), DirectResult::kNotInLease);
+  EXPECT_EQ(Write(fd, "z", 0), DirectResult::kNotInLease);
+  EXPECT_FALSE(SyncIsDone(*table_, fd));
+  EXPECT_TRUE(table_->IsTracked(fd));
+
+  // Revoked (a truncate in another process): dropped, the kernel answers from then on.
+  SetStamp(kStamp + 1);
+  EXPECT_EQ(TryDirectReadMemcpy(*table_, fd, &one, 1, 0, 0, &copied), DirectResult::kStale);
+  EXPECT_FALSE(table_->IsTracked(fd));
+  close(fd);
+}
+
+// The second stamp comparison (L9): a revocation that lands while a copy runs discards
+// the copy.
+TEST_F(DirectLeaseTest, AReadRevokedDuringItsCopyIsDiscarded) {
+  g_reply.access = lease::kAccessRead;
+  g_expected_access = lease::kAccessRead;
+  const int fd = OpenFile(O_RDONLY);
+  ASSERT_EQ(Lease(fd, O_RDONLY), LeaseOutcome::kGranted);
+  // What the daemon does before a truncate, while the first piece is being copied.
+  struct RevokingCopier {
+    uint64_t* word;
+    int copies = 0;
+    void Copy(void* dst, const char* src, size_t n) {
+      if (copies++ == 0) __atomic_store_n(word, kStamp + 7, __ATOMIC_RELEASE);
+      memcpy(dst, src, n);
+    }
+  } copier{&stamps_[kStampOffset / 8]};
+  std::string page(8192, '\0');
+  struct iovec one = {page.data(), page.size()};
+  size_t copied = 12345;
+  EXPECT_EQ(TryDirectRead(*table_, fd, &one, 1, 4 * kBlock - 4096, 0, copier, &copied),
+            DirectResult::kStale);
+  EXPECT_EQ(copier.copies, 2);  // the copy ran (across both runs), then was thrown away
+  EXPECT_EQ(copied, 12345u);
+  EXPECT_FALSE(table_->IsTracked(fd));
+  close(fd);
+}
+
+// A reply must grant what was asked: a read-only descriptor never gets a write lease,
+// nor a writable one a read lease.
+TEST_F(DirectLeaseTest, AReplyOfTheOtherAccessIsRefused) {
+  g_expected_access = lease::kAccessRead;
+  const int ro = OpenFile(O_RDONLY);
+  EXPECT_EQ(Lease(ro, O_RDONLY), LeaseOutcome::kInvalid);  // g_reply says write
+  EXPECT_FALSE(table_->IsTracked(ro));
+  close(ro);
+  g_expected_access = lease::kAccessWrite;
+  g_reply.access = lease::kAccessRead;
+  const int rw = OpenFile();
+  EXPECT_EQ(Lease(rw), LeaseOutcome::kInvalid);
+  EXPECT_FALSE(table_->IsTracked(rw));
+  close(rw);
 }
 
 TEST_F(DirectLeaseTest, OneSessionSharedByAllLeasesAndClosedWithTheLast) {

@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# Direct reads (read leases, L9 in docs/design/lease.md) end to end, libwalfs-direct.so
+# preloaded into Python clients (os.pread is libc's pread64) on a real mount:
+#  - a read-only descriptor takes a read lease at its first pread and every pread inside
+#    it is copied out of the pool: no FUSE READ, the bytes are the file's;
+#  - a reader sees every byte another process wrote before it read: a leased writer's
+#    direct stores and a writer without the library (FUSE WRITEs), checked record by
+#    record while both run;
+#  - a reader never makes another process's truncate fail: the truncate revokes the read
+#    lease (status read_leases_revoked), the reader's next preads go to the kernel and
+#    see the new size, never the bytes of a file that reuses the freed blocks;
+#  - WALFS_DIRECT_READS=0: no read lease, reads through FUSE;
+#  - walfsctl status counts read leases apart from write leases, and both end with
+#    their descriptors; fsck is clean afterwards.
+source "$(dirname "$0")/lib/common.sh"
+
+require_fuse
+LIB=$WALFS_BUILD_DIR/fs/direct/libwalfs-direct.so
+[ -f "$LIB" ] || fail "direct-access library not built: $LIB"
+command -v python3 >/dev/null || skip "no python3 for the test clients"
+reexec_in_mount_namespace "$@"
+
+WORK=$(make_workdir)
+SHM=$(mktemp -d /dev/shm/walfs-test.XXXXXX)
+on_exit "rm -rf '$SHM'"
+POOL=$SHM/pool
+M=$WORK/mnt
+make_pool "$POOL" 128M
+PMEM_IS_PMEM_FORCE=1 mount_walfs "$POOL" "$M"
+on_failure "echo '== daemon log'; cat '$WALFS_LOG'"
+[ "$(walfs_status_field "$M" direct_access)" = True ] || fail "direct access is off"
+
+# Record i of a file: 8 KiB of the byte (i % 251) + 1, tagged with its number.
+cat >"$WORK/rec.py" <<'PY'
+import os, struct, sys
+PAGE = 8192
+def rec(i, salt=0):
+    b = bytes([(i + salt) % 251 + 1]) * (PAGE - 8)
+    return struct.pack("<q", i) + b
+PY
+export PYTHONPATH=$WORK
+
+fuse_reads() { walfs_status_field "$M" reads; }
+wait_field() {
+  local key=$1 want=$2 i
+  for ((i = 0; i < 100; i++)); do
+    [ "$(walfs_status_field "$M" "$key")" = "$want" ] && return 0
+    sleep 0.05
+  done
+  fail "$key is $(walfs_status_field "$M" "$key"), expected $want"
+}
+
+log "a 16 MiB file written through FUSE, read back with the library"
+python3 - "$M/seg1" <<'PY'
+import os, sys
+from rec import rec, PAGE
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+for i in range(2048):
+    os.pwrite(fd, rec(i), i * PAGE)
+os.close(fd)
+PY
+before=$(fuse_reads)
+LD_PRELOAD=$LIB WALFS_DIRECT_DEBUG=1 python3 - "$M/seg1" 2>"$WORK/debug1" <<'PY'
+import os, sys
+from rec import rec, PAGE
+fd = os.open(sys.argv[1], os.O_RDONLY)
+for i in range(2048):
+    got = os.pread(fd, PAGE, i * PAGE)
+    if got != rec(i):
+        sys.exit(f"record {i} differs")
+# Past the end: the kernel's answer (the lease covers the file's size).
+if os.pread(fd, PAGE, 2048 * PAGE) != b"":
+    sys.exit("read past EOF returned bytes")
+os.close(fd)
+PY
+grep -q "read lease granted" "$WORK/debug1" || fail "no read lease: $(cat "$WORK/debug1")"
+after=$(fuse_reads)
+# 2048 pages; what is left are the kernel's reads past the lease (one here).
+(((after - before) <= 4)) || fail "$((after - before)) FUSE reads for 2048 direct preads"
+(($(walfs_status_field "$M" read_leases_granted) >= 1)) || fail "read_leases_granted not counted"
+wait_field read_leases_active 0
+[ "$(walfs_status_field "$M" leases_active)" = 0 ] || fail "a read-only descriptor took a write lease"
+
+log "WALFS_DIRECT_READS=0: reads through FUSE, no read lease"
+granted=$(walfs_status_field "$M" read_leases_granted)
+before=$(fuse_reads)
+LD_PRELOAD=$LIB WALFS_DIRECT_READS=0 python3 - "$M/seg1" <<'PY'
+import os, sys
+from rec import rec, PAGE
+fd = os.open(sys.argv[1], os.O_RDONLY)
+for i in range(64):
+    assert os.pread(fd, PAGE, i * PAGE) == rec(i)
+PY
+(($(fuse_reads) - before >= 64)) || fail "reads with WALFS_DIRECT_READS=0 did not go through FUSE"
+[ "$(walfs_status_field "$M" read_leases_granted)" = "$granted" ] || fail "a read lease with reads off"
+
+log "a reader sees every record a leased writer and a FUSE writer stored before it read"
+# The writer (library, write lease: direct stores) writes record i, then tells the
+# reader (library, read lease) over a pipe; the reader checks the record at once. Then
+# the same with a writer without the library (FUSE WRITEs).
+for writer in direct fuse; do
+  rm -f "$M/seg2"
+  python3 - "$M/seg2" <<'PY'
+import os, sys
+from rec import PAGE
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+os.pwrite(fd, b"\0" * (2048 * PAGE), 0)
+os.close(fd)
+PY
+  wpre=$LIB
+  [ "$writer" = fuse ] && wpre=
+  LD_PRELOAD=$LIB python3 - "$M/seg2" "$wpre" <<'PY' || fail "$writer writer: the reader missed a record"
+import os, subprocess, sys
+from rec import rec, PAGE
+path, wpre = sys.argv[1], sys.argv[2]
+r, w = os.pipe()
+env = dict(os.environ, LD_PRELOAD=wpre)
+writer = subprocess.Popen([sys.executable, "-c", f"""
+import os, sys
+sys.path.insert(0, {os.environ['PYTHONPATH']!r})
+from rec import rec, PAGE
+fd = os.open({path!r}, os.O_RDWR)
+for i in range(2048):
+    os.pwrite(fd, rec(i, 7), i * PAGE)
+    os.write({w}, i.to_bytes(4, "little"))
+os.close(fd)
+"""], env=env, pass_fds=(w,))
+os.close(w)
+fd = os.open(path, os.O_RDONLY)
+seen = 0
+with os.fdopen(r, "rb", buffering=0) as pipe:
+    while True:
+        b = pipe.read(4)
+        if not b:
+            break
+        i = int.from_bytes(b, "little")
+        if os.pread(fd, PAGE, i * PAGE) != rec(i, 7):
+            sys.exit(f"record {i}: not what the writer stored before announcing it")
+        seen += 1
+if writer.wait() != 0 or seen != 2048:
+    sys.exit(f"writer exit {writer.returncode}, {seen} records")
+PY
+done
+wait_field read_leases_active 0
+wait_field leases_active 0
+
+log "a truncate by another process while a reader holds its read lease"
+python3 - "$M/seg3" <<'PY'
+import os, sys
+from rec import rec, PAGE
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+for i in range(2048):
+    os.pwrite(fd, rec(i, 3), i * PAGE)
+os.close(fd)
+PY
+revoked=$(walfs_status_field "$M" read_leases_revoked)
+mkfifo "$WORK/go" "$WORK/done"
+LD_PRELOAD=$LIB python3 - "$M/seg3" "$WORK/go" "$WORK/done" <<'PY' &
+import os, sys
+from rec import rec, PAGE
+path, go, done = sys.argv[1:]
+fd = os.open(path, os.O_RDONLY)
+assert os.pread(fd, PAGE, 100 * PAGE) == rec(100, 3)  # the lease is taken
+open(done, "w").write("leased\n")
+open(go).read()  # the truncate and the reuse of the blocks happen now
+# The file holds one record now: the rest is past EOF, whatever fills the freed blocks.
+first = os.pread(fd, PAGE, 0)
+rest = [os.pread(fd, PAGE, i * PAGE) for i in range(1, 2048)]
+bad = [i + 1 for i, b in enumerate(rest) if b != b""]
+result = "ok" if first == rec(0, 3) and not bad else f"first ok {first == rec(0, 3)}, {len(bad)} records past EOF returned bytes (first {bad[:1]})"
+open(done, "w").write(result + "\n")
+PY
+reader=$!
+[ "$(cat "$WORK/done")" = leased ] || fail "reader did not take its lease"
+[ "$(walfs_status_field "$M" read_leases_active)" = 1 ] || fail "read lease not active in status"
+LD_PRELOAD= truncate -s 8192 "$M/seg3" || fail "truncate of a read-leased file failed"
+[ "$(walfs_status_field "$M" read_leases_revoked)" = $((revoked + 1)) ] ||
+  fail "the truncate did not revoke the read lease"
+# Another file may take the freed blocks: the reader must not see them either way.
+python3 - "$M/seg4" <<'PY'
+import os, sys
+from rec import PAGE
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+os.pwrite(fd, b"\xee" * (2048 * PAGE), 0)
+os.close(fd)
+PY
+echo go >"$WORK/go"
+result=$(cat "$WORK/done")
+wait "$reader" || fail "reader exited with an error"
+[ "$result" = ok ] || fail "after the truncate: $result"
+wait_field read_leases_active 0
+walfsctl_out=$("$WALFSCTL" status "$M")
+grep -q "read leases held" <<<"$walfsctl_out" || fail "walfsctl status has no read leases: $walfsctl_out"
+
+umount_walfs "$M"
+fsck_out=$("$FSCK" "$POOL" 2>&1) || fail "fsck.walfs after the run: $fsck_out"
+log "fs_direct_read: all checks passed"

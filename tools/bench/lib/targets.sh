@@ -193,3 +193,9 @@ walfs_rss() {
     END { print sum + 0 }' "/proc/$pid/smaps") || return 1
   echo "$vmrss $nonpool"
 }
+
+# walfs_reads TARGET: the FUSE READ requests the target's daemon has served so far.
+walfs_reads() {
+  python3 -c 'import json, os, sys
+print(json.loads(os.getxattr(sys.argv[1], "user.walfs.status"))["reads"])' "${TARGET_BASE[$1]}"
+}

@@ -4,7 +4,7 @@
 # failed run records NA so the table shows it instead of the suite stopping.
 #
 # Settings (run.sh sets them): FSYNC_SECS, PGBENCH_SCALE, PGBENCH_SECS, PGBENCH_CLIENTS,
-# INSERT_CLIENTS, BULK_SEGMENTS, SEG_COUNT, CORE_MIN_TIME, OUT_DIR, SHM_ROOT, BENCH_BIN;
+# INSERT_CLIENTS, BULK_SEGMENTS, RECOVERY_SEGMENTS, SEG_COUNT, CORE_MIN_TIME, OUT_DIR, SHM_ROOT, BENCH_BIN;
 # BULK_ZERO_MODES (default "on off": the wal_init_zero settings of the bulk load);
 # BULK_PROFILE=1 records each bulk load under a system-wide `perf record` into logs/.
 
@@ -457,4 +457,81 @@ wl_floor() {
       if ($0 ~ /,true,/) t = "NA"
       printf "%s\t%s\tns/op\tlower\t%s\t%s\t%s\n", wl, p[1], pattern, rep, t
     }' "$csv" >>"$OUT_DIR/raw.tsv"
+}
+
+# ---------------------------------------------------------------- 8. crash recovery and WAL reads
+# A fresh cluster, a checkpoint, RECOVERY_SEGMENTS segments of WAL from one bulk INSERT,
+# then every process of the cluster killed with SIGKILL at once (a crash). Before the
+# restart, the WAL readers a DBA runs on that WAL: pg_waldump --stats over the range
+# (with the target's preload: it is a WAL reader like the startup process) and `cat` of
+# the range's segments (read(2), always the kernel's). Then the restart: the redo time
+# the server logs ("redo done ... elapsed") and the whole `pg_ctl start -w`. On walfs
+# targets the daemon's FUSE READ count over the restart is recorded as well (info).
+wl_recovery() {
+  local target=$1 rep=$2 wal data t0 t1 first last pm kids i
+  local redo=NA start=NA dump=NA catr=NA reads=NA before after segs=NA
+  local daemon=${WALFS_PIDS[$target]:-}
+  local rows=$((RECOVERY_SEGMENTS * 16 * 1024 * 1024 / 1800 + 1000))
+  local wl="crash recovery: $RECOVERY_SEGMENTS segments of bulk-insert WAL, kill -9, restart"
+  wal=$(target_dir "$target" recovery-wal)
+  data=$SHM_ROOT/pgdata/recovery-$target
+  mkdir -p "$SHM_ROOT/pgdata"
+  if pg_init "$data" "$wal" &&
+    PG_MAX_WAL_SIZE=16GB PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data" &&
+    psql_q -c "CREATE TABLE r (id int, pad text)" -c "CHECKPOINT" &&
+    t0=$(psql_q -c "SELECT pg_current_wal_lsn()") &&
+    first=$(psql_q -c "SELECT pg_walfile_name('$t0')") &&
+    psql_q -c "INSERT INTO r SELECT g, repeat('x', 1800) FROM generate_series(1, $rows) g" &&
+    t1=$(psql_q -c "SELECT pg_current_wal_lsn()") &&
+    last=$(psql_q -c "SELECT pg_walfile_name('$t1')"); then
+    segs=$(psql_q -c "SELECT floor(pg_wal_lsn_diff('$t1', '$t0') / (16 * 1024 * 1024))") || segs=NA
+    pm=$(head -1 "$data/postmaster.pid")
+    kids=$(pgrep -P "$pm" | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    kill -KILL "$pm" $kids
+    for ((i = 0; i < 200; i++)); do
+      # shellcheck disable=SC2086
+      kill -0 "$pm" $kids 2>/dev/null || break
+      sleep 0.05
+    done
+    local t_a t_b
+    t_a=$(date +%s%N)
+    if as_postgres env ${TARGET_PRELOAD[$target]:+LD_PRELOAD="${TARGET_PRELOAD[$target]}"} \
+      "$PG_BIN/pg_waldump" --stats -p "$wal" -s "$t0" -e "$t1" >"$OUT_DIR/logs/waldump.$target.$rep.log" 2>&1; then
+      t_b=$(date +%s%N)
+      dump=$(awk -v a="$t_a" -v b="$t_b" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+    else
+      log "pg_waldump on $target failed: $(tail -2 "$OUT_DIR/logs/waldump.$target.$rep.log")"
+    fi
+    local files=()
+    for f in "$wal"/0*; do
+      [[ ${f##*/} < $first || ${f##*/} > $last ]] || files+=("$f")
+    done
+    local bytes
+    bytes=$(stat -c %s "${files[@]}" | awk '{ s += $1 } END { print s + 0 }')
+    t_a=$(date +%s%N)
+    cat "${files[@]}" >/dev/null
+    t_b=$(date +%s%N)
+    catr=$(awk -v a="$t_a" -v b="$t_b" -v n="$bytes" 'BEGIN { printf "%.0f", n / ((b - a) / 1e9) / 1e6 }')
+    [ -n "$daemon" ] && before=$(walfs_reads "$target")
+    t_a=$(date +%s%N)
+    if PG_MAX_WAL_SIZE=16GB PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data"; then
+      t_b=$(date +%s%N)
+      start=$(awk -v a="$t_a" -v b="$t_b" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+      redo=$(grep "redo done at" "$data.server.log" | tail -1 |
+        sed -n 's/.*elapsed: \([0-9.]*\) s.*/\1/p')
+      [ -n "$daemon" ] && after=$(walfs_reads "$target") &&
+        reads=$((after - before))
+      pg_stop "$data"
+    fi
+  fi
+  rm -rf "$data" "$wal"
+  record "$wl" "redo (the server log's \"redo done ... elapsed\")" s lower "$target" "$rep" "${redo:-NA}"
+  record "$wl" "restart (pg_ctl start -w, redo included)" s lower "$target" "$rep" "$start"
+  record "$wl" "pg_waldump --stats over the range (8 KiB preads)" s lower "$target" "$rep" "$dump"
+  record "$wl" "cat of the range's segments (read(2), never direct)" MB/s higher "$target" "$rep" "$catr"
+  if [ -n "$daemon" ]; then
+    record "$wl" "FUSE READ requests during the restart" count info "$target" "$rep" "$reads"
+  fi
+  record "$wl" "WAL segments written" segments info "$target" "$rep" "$segs"
 }

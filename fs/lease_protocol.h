@@ -1,6 +1,6 @@
 // The direct-access protocol: the one interface between the walfs daemon and the client
 // library (libwalfs-direct.so) that PostgreSQL preloads. The lease rules themselves (the
-// state table and the numbered invariants L1-L8 that code and tests cite) are in
+// state table and the numbered invariants L1-L9 that code and tests cite) are in
 // docs/design/lease.md; this header is the wire format and who checks what.
 //
 // Two steps, both started by the client, both answered only to the pool's owner or root

@@ -350,7 +350,7 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   mkfifo -m 0604 "$M/archive/fifo"
   expect_rc 0 "$WALFSCTL" status "$M"
   expect_out "mode:"
-  expect_out "^  direct access: *off (msync mode: a copy + drain is not durable on this pool); sessions 0 granted, 0 refused; 0 leases held"
+  expect_out "^  direct access: *off (msync mode: a copy + drain is not durable on this pool); sessions 0 granted, 0 refused; 0 write leases held (0 granted), 0 read leases held (0 granted), 0 refused"
   expect_rc 0 "$WALFSCTL" status "$M" --json
   expect_out '"version":1'
   expect_out '"direct_access":false,"direct_access_off_reason":"msync mode: a copy + drain is not durable on this pool","direct_access_durability":"none","sessions_granted":0,"sessions_refused":0'

@@ -75,7 +75,9 @@ DirectResult TryDirectRead(FdTable& table, int fd, const struct iovec* iov, int 
                            off_t offset, int flags, Copier& copier, size_t* copied) {
   FdTable::Ref lease = table.Acquire(fd);
   if (!lease) return DirectResult::kUntracked;
-  if (lease.pending()) return DirectResult::kPending;
+  if (lease.pending()) {
+    return lease.pending_empty() ? DirectResult::kNotInLease : DirectResult::kPending;
+  }
   if (offset < 0 || iovcnt <= 0 || iovcnt > IOV_MAX || !DirectReadFlagsOk(flags)) {
     return DirectResult::kNotInLease;
   }

@@ -12,6 +12,8 @@
 #ifndef WALFS_FS_DIRECT_DIRECT_WRITE_H_
 #define WALFS_FS_DIRECT_DIRECT_WRITE_H_
 
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -89,6 +91,42 @@ DirectResult TryDirectWrite(FdTable& table, int fd, const struct iovec* iov, int
 
 DirectResult TryDirectWritePmem(FdTable& table, int fd, const struct iovec* iov, int iovcnt,
                                 off_t offset, int flags, size_t* written);
+
+// Whether write(2)/writev(2) on fd should go through WriteAtOffset: fd holds a write
+// lease, or is pending for one that can be asked for now. One atomic load when untracked.
+inline bool WantsPositionedWrite(FdTable& table, int fd) {
+  if (!table.IsTracked(fd)) return false;
+  FdTable::Ref lease = table.Acquire(fd);
+  if (!lease) return false;
+  if (lease.pending()) {
+    return lease.pending_access() == lease::kAccessWrite && !lease.pending_empty();
+  }
+  return lease->access == lease::kAccessWrite;
+}
+
+// write(2)/writev(2) of `total` bytes on a descriptor WantsPositionedWrite accepted,
+// turned into a positioned write so the direct path can take it: the range is reserved
+// at the file offset with one lseek(fd, total, SEEK_CUR), which the kernel does
+// atomically on the open file description (so concurrent writers of the description,
+// threads or processes, each get their own range, as write(2) gives them), then written
+// with pwritev_fn(offset) (the direct path, or the kernel's pwritev). After an error or a
+// short count the offset is set back to where the written bytes end. Falls back to
+// write_fn() (the real call) when the reservation fails (total 0, an offset past the
+// maximum). lseek_fn and pwritev_fn are the real calls.
+template <typename Lseek, typename PwriteAt, typename Write>
+ssize_t WriteAtOffset(int fd, size_t total, Lseek lseek_fn, PwriteAt pwritev_fn, Write write_fn) {
+  if (total == 0 || total > static_cast<size_t>(SSIZE_MAX)) return write_fn();
+  const off_t end = lseek_fn(fd, static_cast<off_t>(total), SEEK_CUR);
+  if (end < 0) return write_fn();
+  const off_t offset = end - static_cast<off_t>(total);
+  const ssize_t n = pwritev_fn(offset);
+  if (n != static_cast<ssize_t>(total)) {
+    const int saved_errno = errno;
+    (void)lseek_fn(fd, offset + (n > 0 ? n : 0), SEEK_SET);
+    errno = saved_errno;
+  }
+  return n;
+}
 
 // fsync/fdatasync on fd: true when fd holds a write lease that still stands, whose stores
 // were durable on return (nothing to sync); false when untracked, a read lease, or just

@@ -39,9 +39,11 @@ DirectResult TryDirectWrite(FdTable& table, int fd, const struct iovec* iov, int
   FdTable::Ref lease = table.Acquire(fd);
   if (!lease) return DirectResult::kUntracked;
   if (lease.pending()) {
-    // A read-only descriptor's write fails in the kernel (EBADF): no lease for it.
-    return lease.pending_access() == lease::kAccessWrite ? DirectResult::kPending
-                                                         : DirectResult::kNotInLease;
+    // A read-only descriptor's write fails in the kernel (EBADF), and an empty file has
+    // no lease to give (until NoteSeek finds data in it).
+    return lease.pending_access() == lease::kAccessWrite && !lease.pending_empty()
+               ? DirectResult::kPending
+               : DirectResult::kNotInLease;
   }
   if (lease->access != lease::kAccessWrite || offset < 0 || iovcnt <= 0 ||
       iovcnt > IOV_MAX || !DirectFlagsOk(flags)) {

@@ -61,12 +61,13 @@ bool FdTable::Install(int fd, const Entry* expected, Fill fill) {
 
 bool FdTable::Track(int fd, const LeaseMapping& mapping) { return ReplaceIf(fd, kAny, mapping); }
 
-bool FdTable::TrackPending(int fd, dev_t dev, ino_t ino, uint32_t access) {
+bool FdTable::TrackPending(int fd, dev_t dev, ino_t ino, uint32_t access, bool empty) {
   return Install(fd, kAny, [&](Entry& e) {
     e.pending = true;
     e.dev = dev;
     e.ino = ino;
     e.access = access;
+    e.empty.store(empty, std::memory_order_relaxed);
     e.mapping = LeaseMapping();
   });
 }
@@ -75,6 +76,7 @@ bool FdTable::ReplaceIf(int fd, const Entry* expected, const LeaseMapping& mappi
                         std::atomic<int>* private_cell) {
   return Install(fd, expected, [&](Entry& e) {
     e.pending = false;
+    e.empty.store(false, std::memory_order_relaxed);
     e.mapping = mapping;
     if (private_cell != nullptr && owned_ != nullptr) owned_->Rebind(private_cell, &e.private_fd);
   });

@@ -5,7 +5,10 @@
 // descriptors PostgreSQL opens only to fsync (durable_rename, fsync_fname) never cost a
 // lease. A pending entry carries the st_dev/st_ino seen at open and the access its lease
 // will ask for (write for a descriptor opened for writing, read for a read-only one); it
-// has no mapping.
+// has no mapping. A pending write entry of a file that was empty at open is `empty`: its
+// writes go to the kernel (the daemon leases no empty file) until a seek finds that the
+// file has data (NoteSeek, lease.h): a writer that padded a new file and seeks back to
+// fill it in, as pg_receivewal does with every segment it receives.
 //
 // The hot path (every pwrite/fsync of the process) asks "is fd leased?" with one atomic
 // load of slots_[fd]: descriptors at or above kFdBound are never tracked. Mutations
@@ -66,6 +69,8 @@ class FdTable {
     dev_t dev = 0;
     ino_t ino = 0;
     uint32_t access = 0;  // pending: the lease::kAccess* to ask for
+    // pending: the file was empty at open and no seek has found data in it since.
+    std::atomic<bool> empty{false};
     LeaseMapping mapping;
     // A lease's private duplicate of its descriptor (an OwnedFds cell), or -1.
     std::atomic<int> private_fd{-1};
@@ -86,6 +91,10 @@ class FdTable {
     bool pending() const { return entry_->pending; }
     // A pending entry's lease::kAccess* to ask for.
     uint32_t pending_access() const { return entry_->access; }
+    // A pending entry whose file was empty at open (no lease can be asked for yet).
+    bool pending_empty() const { return entry_->empty.load(std::memory_order_acquire); }
+    // A seek found data in it: the next write may ask for the lease.
+    void MarkFilled() { entry_->empty.store(false, std::memory_order_release); }
     const LeaseMapping& operator*() const { return entry_->mapping; }
     const LeaseMapping* operator->() const { return &entry_->mapping; }
     Entry* entry() const { return entry_; }
@@ -113,9 +122,10 @@ class FdTable {
   bool Track(int fd, const LeaseMapping& mapping);
 
   // Tracks fd as pending (a walfs file identified by dev/ino, no lease yet; `access` is
-  // the lease::kAccess* to ask for), first untracking whatever entry fd had. False when
-  // fd is out of range or no entry memory.
-  bool TrackPending(int fd, dev_t dev, ino_t ino, uint32_t access = lease::kAccessWrite);
+  // the lease::kAccess* to ask for; `empty`: the file was empty at open), first
+  // untracking whatever entry fd had. False when fd is out of range or no entry memory.
+  bool TrackPending(int fd, dev_t dev, ino_t ino, uint32_t access = lease::kAccessWrite,
+                    bool empty = false);
 
   // Publishes `mapping` for fd only if its slot still holds `expected` (the pending
   // entry the caller leased for). With `private_cell` (an OwnedFds cell holding the

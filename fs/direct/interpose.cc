@@ -348,9 +348,67 @@ WALFS_EXPORT ssize_t __pread64_chk(int fd, void* buf, size_t count, off64_t offs
 
 // read(2) and readv(2) use the kernel's shared file offset: they always go to the kernel.
 
-// write(2) keeps the kernel's shared file offset: it always goes to the kernel.
+// write(2) and writev(2): on a descriptor that holds or may take a write lease, the
+// range at the file offset is reserved atomically and written as a pwritev there
+// (WriteAtOffset), so pg_receivewal's streaming writes take the direct path; everything
+// else is the real call.
 WALFS_EXPORT ssize_t write(int fd, const void* buf, size_t count) {
-  WALFS_CALL_REAL(write, fd, buf, count);
+  auto real = [&]() -> ssize_t { WALFS_CALL_REAL(write, fd, buf, count); };
+  auto* const real_lseek = WALFS_REAL(lseek);
+  if (real_lseek == nullptr || !walfs::direct::WantsPositionedWrite(g_table, fd)) return real();
+  const struct iovec iov = {const_cast<void*>(buf), count};
+  return walfs::direct::WriteAtOffset(
+      fd, count, real_lseek,
+      [&](off_t offset) -> ssize_t {
+        return walfs::direct::Pwritev(fd, &iov, 1, offset, 0, [&]() -> ssize_t {
+          WALFS_CALL_REAL(pwrite, fd, buf, count, offset);
+        });
+      },
+      real);
+}
+
+WALFS_EXPORT ssize_t writev(int fd, const struct iovec* iov, int iovcnt) {
+  auto real = [&]() -> ssize_t { WALFS_CALL_REAL(writev, fd, iov, iovcnt); };
+  auto* const real_lseek = WALFS_REAL(lseek);
+  if (real_lseek == nullptr || iovcnt <= 0 || iovcnt > IOV_MAX ||
+      !walfs::direct::WantsPositionedWrite(g_table, fd)) {
+    return real();
+  }
+  size_t total = 0;
+  for (int i = 0; i < iovcnt; ++i) {
+    if (iov[i].iov_len > static_cast<size_t>(SSIZE_MAX) - total) return real();
+    total += iov[i].iov_len;
+  }
+  return walfs::direct::WriteAtOffset(
+      fd, total, real_lseek,
+      [&](off_t offset) -> ssize_t {
+        return walfs::direct::Pwritev(fd, iov, iovcnt, offset, 0, [&]() -> ssize_t {
+          WALFS_CALL_REAL(pwritev, fd, iov, iovcnt, offset);
+        });
+      },
+      real);
+}
+
+// lseek: the real call; on a descriptor pending with a file that was empty at open, a
+// seek tells the library to look again whether it has data now (NoteSeek).
+WALFS_EXPORT off_t lseek(int fd, off_t offset, int whence) {
+  auto* real_fn = WALFS_REAL(lseek);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  const off_t r = real_fn(fd, offset, whence);
+  if (r >= 0 && g_table.IsTracked(fd)) {
+    walfs::direct::NoteSeek(fd, walfs::direct::ProductionLeaseSources(), g_table);
+  }
+  return r;
+}
+
+WALFS_EXPORT off64_t lseek64(int fd, off64_t offset, int whence) {
+  auto* real_fn = WALFS_REAL(lseek64);
+  if (real_fn == nullptr) return errno = ENOSYS, -1;
+  const off64_t r = real_fn(fd, offset, whence);
+  if (r >= 0 && g_table.IsTracked(fd)) {
+    walfs::direct::NoteSeek(fd, walfs::direct::ProductionLeaseSources(), g_table);
+  }
+  return r;
 }
 
 // ---- durability -----------------------------------------------------------------------

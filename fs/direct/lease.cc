@@ -139,10 +139,16 @@ LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& t
   if (sources.stat_fd(fd, &st) != 0 || !S_ISREG(st.st_mode) || !sources.is_walfs(st.st_dev)) {
     outcome = LeaseOutcome::kNotWalfs;
   } else if (st.st_size == 0) {
-    // Nothing is allocated, so the daemon would refuse (ENODATA): PostgreSQL's new
-    // segments (xlogtemp.N, zero-filled through FUSE, then renamed and reopened) and
-    // the empty files it opens for writing are not tracked at all.
+    // Nothing is allocated, so the daemon would refuse (ENODATA). PostgreSQL's new
+    // segments (xlogtemp.N) are zero-filled through FUSE, then renamed and reopened, and
+    // the reopened descriptor is leased; an empty file opened for writing is tracked as
+    // pending and empty, so that a writer who fills it and seeks back (NoteSeek) can
+    // lease it. An empty file opened for reading has nothing to read.
     outcome = LeaseOutcome::kEmpty;
+    if (access == lease::kAccessWrite &&
+        !table.TrackPending(fd, st.st_dev, st.st_ino, access, /*empty=*/true)) {
+      outcome = LeaseOutcome::kTableFull;
+    }
   } else if (!table.TrackPending(fd, st.st_dev, st.st_ino, access)) {
     outcome = LeaseOutcome::kTableFull;
     DebugLog("fd %d: no lease: fd table entry unavailable", fd);
@@ -151,6 +157,19 @@ LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& t
   }
   errno = saved_errno;
   return outcome;
+}
+
+void NoteSeek(int fd, const LeaseSources& sources, FdTable& table) {
+  FdTable::Ref pending = table.Acquire(fd);
+  if (!pending || !pending.pending() || !pending.pending_empty()) return;
+  const int saved_errno = errno;
+  struct stat st;
+  if (sources.stat_fd(fd, &st) == 0 && st.st_dev == pending.entry()->dev &&
+      st.st_ino == pending.entry()->ino && st.st_size > 0) {
+    pending.MarkFilled();
+    DebugLog("fd %d: the file has data now: its next write asks for a lease", fd);
+  }
+  errno = saved_errno;
 }
 
 LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,

@@ -91,7 +91,9 @@ enum class LeaseOutcome {
   kNotWalfs,     // the stat failed, not a regular file, or not on a walfs mount
   kReused,       // LeasePending: the descriptor is no longer the file NoteOpen saw (it
                  // was closed where we could not see it), or is not pending at all
-  kEmpty,        // a walfs file of size 0: nothing to lease, the daemon is not asked
+  kEmpty,        // a walfs file of size 0: nothing to lease, the daemon is not asked.
+                 // Opened for writing it is tracked as pending and empty: its writes go
+                 // to the kernel until NoteSeek finds data in it
   kPinFailed,    // LeasePending: no private duplicate below the table's bound
   kNoSession,    // no session with the daemon (refused, timed out, failed its checks)
   kIoctlFailed,  // the daemon refused (EOPNOTSUPP in msync mode, ENODATA when empty...)
@@ -106,6 +108,14 @@ enum class LeaseOutcome {
 // pending with the access to ask for: kPending, or why not. Never changes
 // errno. Not async-signal-safe (the first call reads mountinfo with malloc).
 LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& table);
+
+// After a successful lseek on fd: if fd is pending and was empty at open, and the file
+// now has data (sources.stat_fd, the same file NoteOpen saw), its next write may ask for
+// the lease. The case it serves: pg_receivewal opens each new segment empty, pads it with
+// zeros and seeks back to 0 before streaming WAL into it (with write(2), direct through
+// WriteAtOffset). Costs nothing on untracked descriptors (the caller checks first) and
+// one stat on a pending empty one. Never changes errno.
+void NoteSeek(int fd, const LeaseSources& sources, FdTable& table);
 
 // fd's first write or read: fd must be pending in `table`, whose OwnedFds must be set. Pins fd
 // (above), checks the private duplicate is still the file NoteOpen saw (st_dev/st_ino),

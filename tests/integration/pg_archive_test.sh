@@ -6,8 +6,10 @@
 # the archive decodes with pg_waldump as one contiguous WAL stream, and a checkpoint
 # removes the .done files together with their segments. Around it, the other WAL tools
 # write into the mount: pg_basebackup -X stream (--waldir on the mount), pg_receivewal
-# (segments identical to the archive), and a point-in-time recovery of the base backup
-# from the archive (restore_command copying into the mount, promotion to timeline 2).
+# (segments identical to the archive; with WALFS_PG_DIRECT=1 in pmem mode it preloads the
+# library too, and must have streamed into write leases), and a point-in-time recovery
+# of the base backup from the archive (restore_command copying into the mount,
+# promotion to timeline 2).
 source "$(dirname "$0")/lib/common.sh"
 source "$(dirname "$0")/lib/pg.sh"
 
@@ -67,7 +69,11 @@ run_mode() {
   # pg_receivewal streams into the mount as well (.partial, padded, fsynced, renamed).
   # (The pool holds pg_wal, the clone's WAL with its restored segments and these.)
   as_postgres mkdir "$mnt/recv"
-  as_postgres "$PG_BIN/pg_receivewal" -h "$w/run" -D "$mnt/recv" --synchronous -n \
+  local recv_env=()
+  if [ "$WALFS_PG_DIRECT" = 1 ]; then
+    recv_env=(env LD_PRELOAD="$WALFS_DIRECT_LIB" WALFS_DIRECT_DEBUG=1)
+  fi
+  as_postgres "${recv_env[@]}" "$PG_BIN/pg_receivewal" -h "$w/run" -D "$mnt/recv" --synchronous -n \
     >"$w/run/receivewal.client.log" 2>&1 &
   recv=$!
   on_exit "kill $recv"
@@ -133,6 +139,12 @@ run_mode() {
   done
   ((n >= nswitch)) || fail "pg_receivewal completed only $n segments"
   log "pg_receivewal: $n segments in the mount identical to the archive"
+  if [ "$WALFS_PG_DIRECT" = 1 ] && [ "$mode" = pmem ]; then
+    # Each segment: opened empty, padded, a seek back to 0, then write(2) into the lease.
+    n=$(grep -c "write lease granted" "$w/run/receivewal.client.log" || true)
+    ((n >= nswitch)) || fail "pg_receivewal took $n write leases for $nswitch segments"
+    log "pg_receivewal: $n write leases (its write(2) calls stored directly)"
+  fi
 
   # Point-in-time recovery of the base backup from the archive, its WAL on the mount:
   # restore_command copies segments in as RECOVERYXLOG, then promotion starts timeline 2

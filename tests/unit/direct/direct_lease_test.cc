@@ -422,11 +422,88 @@ TEST_F(DirectLeaseTest, EmptyFilesAskNothing) {
   const int fd = OpenFile();
   EXPECT_EQ(Lease(fd), LeaseOutcome::kEmpty);
   EXPECT_EQ(g_ioctl_calls, 0);
-  EXPECT_FALSE(table_->IsTracked(fd));
+  // Tracked, as pending and empty: its writes go to the kernel without asking.
+  EXPECT_TRUE(table_->IsTracked(fd));
+  EXPECT_EQ(Write(fd, "z", 0), DirectResult::kNotInLease);
+  EXPECT_FALSE(WantsPositionedWrite(*table_, fd));
+  // A seek while it is still empty changes nothing.
+  NoteSeek(fd, kFake, *table_);
+  EXPECT_EQ(Write(fd, "z", 0), DirectResult::kNotInLease);
+  EXPECT_EQ(g_ioctl_calls, 0);
   // Once it has data, the same file is asked for.
   ASSERT_EQ(ftruncate(fd, static_cast<off_t>(9 * kBlock)), 0);
   EXPECT_EQ(Lease(fd), LeaseOutcome::kGranted);
   EXPECT_EQ(g_ioctl_calls, 1);
+  table_->Untrack(fd);  // what the close interposer does
+  close(fd);
+  // Read-only and empty: nothing to read, not tracked.
+  ASSERT_EQ(truncate(file_path_.c_str(), 0), 0);
+  const int ro = OpenFile(O_RDONLY);
+  EXPECT_EQ(Lease(ro, O_RDONLY), LeaseOutcome::kEmpty);
+  EXPECT_FALSE(table_->IsTracked(ro));
+  close(ro);
+}
+
+// pg_receivewal's segments: opened empty, padded with write(2), then a seek back to 0 and
+// the WAL streamed in with write(2). The seek lets the next write ask for the lease, and
+// write(2) lands at the file offset, which it moves as the kernel would.
+TEST_F(DirectLeaseTest, AFilledFileLeasedAfterASeekTakesWritesAtTheOffset) {
+  ASSERT_EQ(truncate(file_path_.c_str(), 0), 0);
+  const int fd = OpenFile(O_WRONLY);
+  ASSERT_EQ(NoteOpen(fd, O_WRONLY, kFake, *table_), LeaseOutcome::kEmpty);
+  const std::string zeros(kBlock, '\0');
+  for (int i = 0; i < 9; ++i) ASSERT_EQ(write(fd, zeros.data(), zeros.size()), kBlock);
+  ASSERT_EQ(lseek(fd, 0, SEEK_SET), 0);
+  NoteSeek(fd, kFake, *table_);
+  ASSERT_TRUE(WantsPositionedWrite(*table_, fd));
+  EXPECT_EQ(g_ioctl_calls, 0);  // not until the first write
+
+  // write(2) as the interposer does it: reserve at the offset, then the direct path.
+  auto positioned = [&](const std::string& bytes) {
+    const struct iovec iov = {const_cast<char*>(bytes.data()), bytes.size()};
+    return WriteAtOffset(
+        fd, bytes.size(), lseek,
+        [&](off_t offset) -> ssize_t {
+          size_t written = 0;
+          DirectResult r = TryDirectWritePmem(*table_, fd, &iov, 1, offset, 0, &written);
+          if (r == DirectResult::kPending) {
+            LeasePending(fd, kFake, *table_, sessions_);
+            r = TryDirectWritePmem(*table_, fd, &iov, 1, offset, 0, &written);
+          }
+          if (r == DirectResult::kStored) return static_cast<ssize_t>(written);
+          return pwrite(fd, bytes.data(), bytes.size(), offset);
+        },
+        [&]() -> ssize_t { return write(fd, bytes.data(), bytes.size()); });
+  };
+  const std::string a(100, 'a'), b(5000, 'b');
+  ASSERT_EQ(positioned(a), 100);
+  EXPECT_EQ(g_ioctl_calls, 1);
+  ASSERT_EQ(positioned(b), 5000);
+  EXPECT_EQ(lseek(fd, 0, SEEK_CUR), 5100);
+  // In the pool (file offset 0 is pool run 0), not in the stand-in file.
+  EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 5100), a + b);
+  const int check = OpenFile(O_RDONLY);
+  EXPECT_EQ(ReadAt(check, 0, 100), std::string(100, '\0'));
+  // Past the lease: the kernel's pwrite at the offset, and the offset still moves.
+  const off_t leased = static_cast<off_t>(g_reply.leased_size);
+  ASSERT_EQ(lseek(fd, leased - 10, SEEK_SET), leased - 10);
+  const std::string c(20, 'c');
+  ASSERT_EQ(positioned(c), 20);
+  EXPECT_EQ(lseek(fd, 0, SEEK_CUR), leased + 10);
+  EXPECT_EQ(ReadAt(check, static_cast<uint64_t>(leased - 10), 20), c);
+  close(check);
+  // A failed write leaves the offset where it was.
+  const int rd = OpenFile(O_RDONLY);
+  ASSERT_TRUE(table_->TrackPending(rd, dev_, 0));
+  ASSERT_EQ(lseek(rd, 77, SEEK_SET), 77);
+  const ssize_t failed = WriteAtOffset(
+      rd, 5, lseek, [&](off_t offset) { return pwrite(rd, "xxxxx", 5, offset); },
+      [&]() -> ssize_t { return write(rd, "xxxxx", 5); });
+  EXPECT_EQ(failed, -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(lseek(rd, 0, SEEK_CUR), 77);
+  table_->Untrack(rd);
+  close(rd);
   close(fd);
 }
 

@@ -92,7 +92,7 @@ DirectResult TryDirectWrite(FdTable& table, int fd, const struct iovec* iov, int
 DirectResult TryDirectWritePmem(FdTable& table, int fd, const struct iovec* iov, int iovcnt,
                                 off_t offset, int flags, size_t* written);
 
-// Whether write(2)/writev(2) on fd should go through WriteAtOffset: fd holds a write
+// Whether write(2)/writev(2) on fd should go through AtFileOffset: fd holds a write
 // lease, or is pending for one that can be asked for now. One atomic load when untracked.
 inline bool WantsPositionedWrite(FdTable& table, int fd) {
   if (!table.IsTracked(fd)) return false;
@@ -104,22 +104,30 @@ inline bool WantsPositionedWrite(FdTable& table, int fd) {
   return lease->access == lease::kAccessWrite;
 }
 
-// write(2)/writev(2) of `total` bytes on a descriptor WantsPositionedWrite accepted,
-// turned into a positioned write so the direct path can take it: the range is reserved
-// at the file offset with one lseek(fd, total, SEEK_CUR), which the kernel does
-// atomically on the open file description (so concurrent writers of the description,
-// threads or processes, each get their own range, as write(2) gives them), then written
-// with pwritev_fn(offset) (the direct path, or the kernel's pwritev). After an error or a
-// short count the offset is set back to where the written bytes end. Falls back to
-// write_fn() (the real call) when the reservation fails (total 0, an offset past the
-// maximum). lseek_fn and pwritev_fn are the real calls.
-template <typename Lseek, typename PwriteAt, typename Write>
-ssize_t WriteAtOffset(int fd, size_t total, Lseek lseek_fn, PwriteAt pwritev_fn, Write write_fn) {
-  if (total == 0 || total > static_cast<size_t>(SSIZE_MAX)) return write_fn();
+// The same for read(2)/readv(2): fd holds a lease of either kind, or is pending for one
+// that can be asked for now.
+inline bool WantsPositionedRead(FdTable& table, int fd) {
+  if (!table.IsTracked(fd)) return false;
+  FdTable::Ref lease = table.Acquire(fd);
+  return lease && !(lease.pending() && lease.pending_empty());
+}
+
+// read(2)/write(2) (and the v forms) of `total` bytes on a descriptor WantsPositioned*
+// accepted, turned into a positioned call so the direct path can take it: the range is
+// reserved at the file offset with one lseek(fd, total, SEEK_CUR), which the kernel does
+// atomically on the open file description (so concurrent users of the description,
+// threads or processes, each get their own range, as read(2) and write(2) give them),
+// then done by at_offset(offset) (the direct path, else the kernel's pread/pwrite
+// there). After an error or a short count (a read reaching EOF) the offset is set back
+// to where the bytes done end. Falls back to plain_fn() (the real call) when the
+// reservation fails (total 0, an offset past the maximum). lseek_fn is the real lseek.
+template <typename Lseek, typename AtOffset, typename Plain>
+ssize_t AtFileOffset(int fd, size_t total, Lseek lseek_fn, AtOffset at_offset, Plain plain_fn) {
+  if (total == 0 || total > static_cast<size_t>(SSIZE_MAX)) return plain_fn();
   const off_t end = lseek_fn(fd, static_cast<off_t>(total), SEEK_CUR);
-  if (end < 0) return write_fn();
+  if (end < 0) return plain_fn();
   const off_t offset = end - static_cast<off_t>(total);
-  const ssize_t n = pwritev_fn(offset);
+  const ssize_t n = at_offset(offset);
   if (n != static_cast<ssize_t>(total)) {
     const int saved_errno = errno;
     (void)lseek_fn(fd, offset + (n > 0 ? n : 0), SEEK_SET);

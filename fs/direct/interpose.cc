@@ -346,18 +346,63 @@ WALFS_EXPORT ssize_t __pread64_chk(int fd, void* buf, size_t count, off64_t offs
   return walfs::direct::Preadv(fd, &iov, 1, offset, 0, real);
 }
 
-// read(2) and readv(2) use the kernel's shared file offset: they always go to the kernel.
+// read(2) and readv(2): on a descriptor that holds or may take a lease, the range at the
+// file offset is reserved atomically and read as a preadv there (AtFileOffset), so `cat`
+// and `cp` of a segment copy out of the pool; everything else is the real call.
+WALFS_EXPORT ssize_t read(int fd, void* buf, size_t count) {
+  auto real = [&]() -> ssize_t { WALFS_CALL_REAL(read, fd, buf, count); };
+  auto* const real_lseek = WALFS_REAL(lseek);
+  if (real_lseek == nullptr || !walfs::direct::WantsPositionedRead(g_table, fd)) return real();
+  const struct iovec iov = {buf, count};
+  return walfs::direct::AtFileOffset(
+      fd, count, real_lseek,
+      [&](off_t offset) -> ssize_t {
+        return walfs::direct::Preadv(fd, &iov, 1, offset, 0, [&]() -> ssize_t {
+          WALFS_CALL_REAL(pread, fd, buf, count, offset);
+        });
+      },
+      real);
+}
+
+WALFS_EXPORT ssize_t readv(int fd, const struct iovec* iov, int iovcnt) {
+  auto real = [&]() -> ssize_t { WALFS_CALL_REAL(readv, fd, iov, iovcnt); };
+  auto* const real_lseek = WALFS_REAL(lseek);
+  if (real_lseek == nullptr || iovcnt <= 0 || iovcnt > IOV_MAX ||
+      !walfs::direct::WantsPositionedRead(g_table, fd)) {
+    return real();
+  }
+  size_t total = 0;
+  for (int i = 0; i < iovcnt; ++i) {
+    if (iov[i].iov_len > static_cast<size_t>(SSIZE_MAX) - total) return real();
+    total += iov[i].iov_len;
+  }
+  return walfs::direct::AtFileOffset(
+      fd, total, real_lseek,
+      [&](off_t offset) -> ssize_t {
+        return walfs::direct::Preadv(fd, iov, iovcnt, offset, 0, [&]() -> ssize_t {
+          WALFS_CALL_REAL(preadv, fd, iov, iovcnt, offset);
+        });
+      },
+      real);
+}
+
+// _FORTIFY_SOURCE's checked read: a count larger than the buffer goes to libc.
+extern "C" ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen);
+WALFS_EXPORT ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen) {
+  if (count > buflen) WALFS_CALL_REAL(__read_chk, fd, buf, count, buflen);
+  return read(fd, buf, count);
+}
 
 // write(2) and writev(2): on a descriptor that holds or may take a write lease, the
 // range at the file offset is reserved atomically and written as a pwritev there
-// (WriteAtOffset), so pg_receivewal's streaming writes take the direct path; everything
+// (AtFileOffset), so pg_receivewal's streaming writes take the direct path; everything
 // else is the real call.
 WALFS_EXPORT ssize_t write(int fd, const void* buf, size_t count) {
   auto real = [&]() -> ssize_t { WALFS_CALL_REAL(write, fd, buf, count); };
   auto* const real_lseek = WALFS_REAL(lseek);
   if (real_lseek == nullptr || !walfs::direct::WantsPositionedWrite(g_table, fd)) return real();
   const struct iovec iov = {const_cast<void*>(buf), count};
-  return walfs::direct::WriteAtOffset(
+  return walfs::direct::AtFileOffset(
       fd, count, real_lseek,
       [&](off_t offset) -> ssize_t {
         return walfs::direct::Pwritev(fd, &iov, 1, offset, 0, [&]() -> ssize_t {
@@ -379,7 +424,7 @@ WALFS_EXPORT ssize_t writev(int fd, const struct iovec* iov, int iovcnt) {
     if (iov[i].iov_len > static_cast<size_t>(SSIZE_MAX) - total) return real();
     total += iov[i].iov_len;
   }
-  return walfs::direct::WriteAtOffset(
+  return walfs::direct::AtFileOffset(
       fd, total, real_lseek,
       [&](off_t offset) -> ssize_t {
         return walfs::direct::Pwritev(fd, iov, iovcnt, offset, 0, [&]() -> ssize_t {

@@ -113,7 +113,7 @@ LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& t
 // now has data (sources.stat_fd, the same file NoteOpen saw), its next write may ask for
 // the lease. The case it serves: pg_receivewal opens each new segment empty, pads it with
 // zeros and seeks back to 0 before streaming WAL into it (with write(2), direct through
-// WriteAtOffset). Costs nothing on untracked descriptors (the caller checks first) and
+// AtFileOffset). Costs nothing on untracked descriptors (the caller checks first) and
 // one stat on a pending empty one. Never changes errno.
 void NoteSeek(int fd, const LeaseSources& sources, FdTable& table);
 

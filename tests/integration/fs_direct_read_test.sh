@@ -2,7 +2,8 @@
 # Direct reads (read leases, L9 in docs/design/lease.md) end to end, libwalfs-direct.so
 # preloaded into Python clients (os.pread is libc's pread64) on a real mount:
 #  - a read-only descriptor takes a read lease at its first pread and every pread inside
-#    it is copied out of the pool: no FUSE READ, the bytes are the file's;
+#    it is copied out of the pool: no FUSE READ, the bytes are the file's; `cat` and `cp`
+#    (read(2) at the file offset) likewise;
 #  - a reader sees every byte another process wrote before it read: a leased writer's
 #    direct stores and a writer without the library (FUSE WRITEs), checked record by
 #    record while both run;
@@ -80,6 +81,18 @@ after=$(fuse_reads)
 (($(walfs_status_field "$M" read_leases_granted) >= 1)) || fail "read_leases_granted not counted"
 wait_field read_leases_active 0
 [ "$(walfs_status_field "$M" leases_active)" = 0 ] || fail "a read-only descriptor took a write lease"
+
+log "cat and cp with the library: read(2) at the file offset, copied out of the pool"
+before=$(fuse_reads)
+LD_PRELOAD=$LIB cat "$M/seg1" >"$WORK/seg1.cat" || fail "cat with the library failed"
+LD_PRELOAD=$LIB cp "$M/seg1" "$WORK/seg1.cp" || fail "cp with the library failed"
+after=$(fuse_reads)
+cat "$M/seg1" >"$WORK/seg1.fuse"
+cmp "$WORK/seg1.cat" "$WORK/seg1.fuse" || fail "cat with the library read other bytes"
+cmp "$WORK/seg1.cp" "$WORK/seg1.fuse" || fail "cp with the library copied other bytes"
+# Each ends with a read at EOF (the kernel's); cp may also probe the file first.
+(((after - before) <= 8)) || fail "$((after - before)) FUSE reads for cat and cp of 16 MiB"
+rm -f "$WORK"/seg1.*
 
 log "WALFS_DIRECT_READS=0: reads through FUSE, no read lease"
 granted=$(walfs_status_field "$M" read_leases_granted)

@@ -461,7 +461,7 @@ TEST_F(DirectLeaseTest, AFilledFileLeasedAfterASeekTakesWritesAtTheOffset) {
   // write(2) as the interposer does it: reserve at the offset, then the direct path.
   auto positioned = [&](const std::string& bytes) {
     const struct iovec iov = {const_cast<char*>(bytes.data()), bytes.size()};
-    return WriteAtOffset(
+    return AtFileOffset(
         fd, bytes.size(), lseek,
         [&](off_t offset) -> ssize_t {
           size_t written = 0;
@@ -496,7 +496,7 @@ TEST_F(DirectLeaseTest, AFilledFileLeasedAfterASeekTakesWritesAtTheOffset) {
   const int rd = OpenFile(O_RDONLY);
   ASSERT_TRUE(table_->TrackPending(rd, dev_, 0));
   ASSERT_EQ(lseek(rd, 77, SEEK_SET), 77);
-  const ssize_t failed = WriteAtOffset(
+  const ssize_t failed = AtFileOffset(
       rd, 5, lseek, [&](off_t offset) { return pwrite(rd, "xxxxx", 5, offset); },
       [&]() -> ssize_t { return write(rd, "xxxxx", 5); });
   EXPECT_EQ(failed, -1);
@@ -747,6 +747,58 @@ TEST_F(DirectLeaseTest, ReadLeaseCopiesOutOfThePoolRuns) {
   SetStamp(kStamp + 1);
   EXPECT_EQ(TryDirectReadMemcpy(*table_, fd, &one, 1, 0, 0, &copied), DirectResult::kStale);
   EXPECT_FALSE(table_->IsTracked(fd));
+  close(fd);
+}
+
+// read(2) as the interposer does it: the range at the file offset is reserved, copied
+// out of the pool, and the offset moves as the kernel's read would move it; at EOF the
+// kernel answers and the offset is put back.
+TEST_F(DirectLeaseTest, ReadsAtTheFileOffsetCopyOutAndMoveIt) {
+  std::string bytes(4 * kBlock, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>('a' + i % 26);
+  ASSERT_EQ(pwrite(pool_fd_, bytes.data(), bytes.size(), 64 * kBlock),
+            static_cast<ssize_t>(bytes.size()));
+  g_reply.access = lease::kAccessRead;
+  g_expected_access = lease::kAccessRead;
+  g_reply.leased_size = 9 * kBlock;  // the stand-in file's size
+  const int fd = OpenFile(O_RDONLY);
+  ASSERT_EQ(NoteOpen(fd, O_RDONLY, kFake, *table_), LeaseOutcome::kPending);
+  ASSERT_TRUE(WantsPositionedRead(*table_, fd));
+  auto positioned = [&](char* buf, size_t n) {
+    const struct iovec iov = {buf, n};
+    return AtFileOffset(
+        fd, n, lseek,
+        [&](off_t offset) -> ssize_t {
+          size_t copied = 0;
+          DirectResult r = TryDirectReadMemcpy(*table_, fd, &iov, 1, offset, 0, &copied);
+          if (r == DirectResult::kPending) {
+            LeasePending(fd, kFake, *table_, sessions_);
+            r = TryDirectReadMemcpy(*table_, fd, &iov, 1, offset, 0, &copied);
+          }
+          if (r == DirectResult::kStored) return static_cast<ssize_t>(copied);
+          return pread(fd, buf, n, offset);
+        },
+        []() -> ssize_t {
+          ADD_FAILURE() << "the range was not reserved";
+          return -1;
+        });
+  };
+  ASSERT_EQ(lseek(fd, 1000, SEEK_SET), 1000);
+  std::string got(3000, '\0');
+  ASSERT_EQ(positioned(got.data(), got.size()), 3000);
+  EXPECT_EQ(got, bytes.substr(1000, 3000));
+  EXPECT_EQ(lseek(fd, 0, SEEK_CUR), 4000);
+  ASSERT_EQ(positioned(got.data(), got.size()), 3000);
+  EXPECT_EQ(got, bytes.substr(4000, 3000));
+  EXPECT_EQ(g_ioctl_calls, 1);
+  // The last bytes and EOF: the kernel's answer (past the lease), the offset where the
+  // file ends.
+  const off_t size = static_cast<off_t>(9 * kBlock);
+  ASSERT_EQ(lseek(fd, size - 100, SEEK_SET), size - 100);
+  EXPECT_EQ(positioned(got.data(), 3000), 100);
+  EXPECT_EQ(lseek(fd, 0, SEEK_CUR), size);
+  EXPECT_EQ(positioned(got.data(), 3000), 0);
+  EXPECT_EQ(lseek(fd, 0, SEEK_CUR), size);
   close(fd);
 }
 

@@ -593,7 +593,9 @@ pg_segments() {
 }
 
 # pg_waldump_check W FROM_SEG: with the server running, pg_waldump through the mount from
-# segment FROM_SEG up to pg_current_wal_flush_lsn() must decode every record.
+# segment FROM_SEG up to pg_current_wal_flush_lsn() must decode every record. With
+# WALFS_PG_DIRECT=1 it runs with the library, as the server does: it reads WAL the server
+# stored through leases, through read leases of its own, while the server goes on writing.
 pg_waldump_check() {
   local w=$1 seg=$2 out=$1/run/waldump.client.log n end endseg try
   IFS='|' read -r end endseg < <(pg_sql "$w" \
@@ -604,7 +606,7 @@ pg_waldump_check() {
   # oldest one left (a segment gone is not a decoding error).
   local gone
   for ((try = 1; ; try++)); do
-    as_postgres "$PG_BIN/pg_waldump" -p "$w/wal/pg_wal" -e "$end" "$seg" "$endseg" >"$out" 2>&1 &&
+    as_postgres_server "$PG_BIN/pg_waldump" -p "$w/wal/pg_wal" -e "$end" "$seg" "$endseg" >"$out" 2>&1 &&
       break
     gone=$(grep -oE 'could not (locate WAL|find) file "[0-9A-F]{24}"' "$out" | grep -oE '[0-9A-F]{24}' |
       head -n 1 || true)

@@ -9,7 +9,8 @@
 #    record while both run;
 #  - a reader never makes another process's truncate fail: the truncate revokes the read
 #    lease (status read_leases_revoked), the reader's next preads go to the kernel and
-#    see the new size, never the bytes of a file that reuses the freed blocks;
+#    see the new size, never the bytes of a file that reuses the freed blocks; unlink and
+#    rename-over succeed too, and the reader keeps reading the file it opened;
 #  - WALFS_DIRECT_READS=0: no read lease, reads through FUSE;
 #  - walfsctl status counts read leases apart from write leases, and both end with
 #    their descriptors; fsck is clean afterwards.
@@ -201,6 +202,50 @@ echo go >"$WORK/go"
 result=$(cat "$WORK/done")
 wait "$reader" || fail "reader exited with an error"
 [ "$result" = ok ] || fail "after the truncate: $result"
+wait_field read_leases_active 0
+
+log "unlink and rename-over of a file a reader holds: it keeps reading the file it opened"
+for how in unlink rename; do
+  python3 - "$M/seg5" <<'PY'
+import os, sys
+from rec import rec, PAGE
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+for i in range(2048):
+    os.pwrite(fd, rec(i, 5), i * PAGE)
+os.close(fd)
+PY
+  LD_PRELOAD=$LIB python3 - "$M/seg5" "$WORK/go" "$WORK/done" <<'PY' &
+import os, sys
+from rec import rec, PAGE
+path, go, done = sys.argv[1:]
+fd = os.open(path, os.O_RDONLY)
+assert os.pread(fd, PAGE, 0) == rec(0, 5)
+open(done, "w").write("leased\n")
+open(go).read()
+bad = [i for i in range(2048) if os.pread(fd, PAGE, i * PAGE) != rec(i, 5)]
+open(done, "w").write(("ok" if not bad else f"{len(bad)} records changed (first {bad[0]})") + "\n")
+PY
+  reader=$!
+  [ "$(cat "$WORK/done")" = leased ] || fail "$how: reader did not take its lease"
+  if [ "$how" = unlink ]; then
+    rm "$M/seg5" || fail "unlink of a read-leased file failed"
+  else
+    printf 'other' >"$M/other" && mv "$M/other" "$M/seg5" || fail "rename over a read-leased file failed"
+  fi
+  # New files that may take blocks the old one would free.
+  python3 - "$M/seg6" <<'PY'
+import os, sys
+from rec import PAGE
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+os.pwrite(fd, b"\xdd" * (2048 * PAGE), 0)
+os.close(fd)
+PY
+  echo go >"$WORK/go"
+  result=$(cat "$WORK/done")
+  wait "$reader" || fail "$how: reader exited with an error"
+  [ "$result" = ok ] || fail "$how: $result"
+  rm -f "$M/seg5" "$M/seg6"
+done
 wait_field read_leases_active 0
 walfsctl_out=$("$WALFSCTL" status "$M")
 grep -q "read leases held" <<<"$walfsctl_out" || fail "walfsctl status has no read leases: $walfsctl_out"

@@ -144,6 +144,10 @@ run_mode() {
     n=$(grep -c "write lease granted" "$w/run/receivewal.client.log" || true)
     ((n >= nswitch)) || fail "pg_receivewal took $n write leases for $nswitch segments"
     log "pg_receivewal: $n write leases (its write(2) calls stored directly)"
+    # The walsenders that served pg_basebackup -X stream and pg_receivewal read the
+    # primary's WAL through read leases.
+    n=$(pg_walfs_counter "$mnt" read_leases_granted)
+    ((n >= nswitch)) || fail "only $n read leases for the walsenders' $nswitch+ segments"
   fi
 
   # Point-in-time recovery of the base backup from the archive, its WAL on the mount:

@@ -226,7 +226,8 @@ pg_direct_check() {
   local granted
   granted=$(pg_walfs_counter "$1" leases_granted)
   ((granted > 0)) || fail "direct access: the daemon at $1 granted no lease"
-  log "direct access: $granted leases granted, $(pg_walfs_counter "$1" leases_refused) refused"
+  log "direct access: $granted write leases and $(pg_walfs_counter "$1" read_leases_granted)" \
+    "read leases granted, $(pg_walfs_counter "$1" leases_refused) refused"
 }
 
 # pg_workdir: sets W to a fresh work dir laid out as above (W/run owned by postgres),

@@ -14,9 +14,9 @@
 #                          walfs-msync-disk,tmpfs,ext4,passthrough_ll (walfs-direct-b
 #                          preloads DIRECT_LIB_B: a second library build to compare)
 #     --workloads LIST     comma-separated (default: all) of
-#                          fsync,pgbench,inserts,bulk,segments,core,floor,recovery (the
-#                          default), and profile (TPC-B under `perf record`, needs
-#                          linux-perf)
+#                          fsync,pgbench,inserts,bulk,segments,core,floor,recovery,
+#                          syncrep (the default), and profile (TPC-B under `perf
+#                          record`, needs linux-perf)
 #     --reps N             repetitions per target (default 3)
 #     --duration SECS      pgbench/insert run length -T (default 20)
 #     --fsync-secs SECS    pg_test_fsync -s (default 2)
@@ -27,6 +27,7 @@
 #     --profile-freq HZ    perf sampling frequency of the profile workload (default 250)
 #     --bulk-segments N    WAL segments the bulk load writes (default 42)
 #     --recovery-segments N  WAL segments replayed by the recovery workload (default 64)
+#     --syncrep-clients N  TPC-B clients of the synchronous replication workload (default 4)
 #     --seg-count N        segments per walfs_segbench run (default 16)
 #     --pool-size SIZE     walfs pool size given to mkfs.walfs (default 2G)
 #     --disk-dir DIR       where the disk targets live (default /var/tmp)
@@ -47,7 +48,7 @@ SOURCE_DIR=$(cd "$BENCH_DIR/../.." && pwd)
 
 OUT_DIR=
 TARGETS_ARG=
-WORKLOADS_ARG=fsync,pgbench,inserts,bulk,segments,core,floor,recovery
+WORKLOADS_ARG=fsync,pgbench,inserts,bulk,segments,core,floor,recovery,syncrep
 REPS=3
 PGBENCH_SECS=20
 FSYNC_SECS=2
@@ -58,6 +59,7 @@ PROFILE_CLIENTS="1 8"
 PROFILE_FREQ=250
 BULK_SEGMENTS=42
 RECOVERY_SEGMENTS=64
+SYNCREP_CLIENTS=4
 SEG_COUNT=16
 POOL_SIZE=2G
 DISK_PARENT=/var/tmp
@@ -82,6 +84,7 @@ while [ $# -gt 0 ]; do
     --profile-freq) PROFILE_FREQ=$2; shift ;;
     --bulk-segments) BULK_SEGMENTS=$2; shift ;;
     --recovery-segments) RECOVERY_SEGMENTS=$2; shift ;;
+    --syncrep-clients) SYNCREP_CLIENTS=$2; shift ;;
     --seg-count) SEG_COUNT=$2; shift ;;
     --pool-size) POOL_SIZE=$2; shift ;;
     --disk-dir) DISK_PARENT=$2; shift ;;
@@ -120,7 +123,7 @@ IFS=, read -r -a TARGETS <<<"${TARGETS_ARG:-$(IFS=,; echo "${ALL_TARGETS[*]}")}"
 IFS=, read -r -a WORKLOADS <<<"$WORKLOADS_ARG"
 has_workload() { [[ ",$WORKLOADS_ARG," == *",$1,"* ]]; }
 for w in "${WORKLOADS[@]}"; do
-  case $w in fsync | pgbench | inserts | bulk | segments | core | floor | recovery | profile) ;;
+  case $w in fsync | pgbench | inserts | bulk | segments | core | floor | recovery | syncrep | profile) ;;
     *) fail "unknown workload '$w'" ;; esac
 done
 
@@ -155,7 +158,7 @@ pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "?"; }
   echo "command: $COMMAND_LINE"
   echo "settings: reps=$REPS duration=${PGBENCH_SECS}s fsync_secs=$FSYNC_SECS scale=$PGBENCH_SCALE" \
     "clients=\"$PGBENCH_CLIENTS\" insert_clients=$INSERT_CLIENTS bulk_segments=$BULK_SEGMENTS" \
-    "recovery_segments=$RECOVERY_SEGMENTS" \
+    "recovery_segments=$RECOVERY_SEGMENTS syncrep_clients=$SYNCREP_CLIENTS" \
     "seg_count=$SEG_COUNT pool_size=$POOL_SIZE" \
     "pin_server=${PIN_SERVER:-none} pin_client=${PIN_CLIENT:-none}"
   echo "nproc: $(nproc)"
@@ -217,6 +220,10 @@ fi
 
 if has_workload recovery; then
   run_interleaved "crash recovery" wl_recovery
+fi
+
+if has_workload syncrep; then
+  run_interleaved "synchronous replication" wl_syncrep
 fi
 
 if has_workload core; then

@@ -199,3 +199,27 @@ walfs_reads() {
   python3 -c 'import json, os, sys
 print(json.loads(os.getxattr(sys.argv[1], "user.walfs.status"))["reads"])' "${TARGET_BASE[$1]}"
 }
+
+# target_twin TARGET: brings up, once, a second WAL location of the same kind as TARGET
+# (for a walfs target its own pool and mount, the same mode and preload; for a plain
+# directory target another directory beside it) and sets TARGET_BASE and TARGET_PRELOAD
+# of "TARGET-twin". For the standby of the synchronous replication workload.
+target_twin() {
+  local name=$1 twin=$1-twin
+  [ -n "${TARGET_BASE[$twin]:-}" ] && return 0
+  case $name in
+    walfs-pmem | walfs-direct | walfs-direct-b)
+      _walfs_up "$twin" "${POOL_ROOT:-$SHM_ROOT}/$twin.pool" 1
+      [ -n "${TARGET_BASE[$twin]:-}" ] || return 1
+      TARGET_PRELOAD[$twin]=${TARGET_PRELOAD[$name]:-}
+      ;;
+    walfs-msync-tmpfs) _walfs_up "$twin" "${POOL_ROOT:-$SHM_ROOT}/$twin.pool" 0 ;;
+    walfs-msync-disk) _walfs_up "$twin" "$DISK_ROOT/$twin.pool" 0 ;;
+    *)
+      TARGET_BASE[$twin]=${TARGET_BASE[$name]}/twin
+      mkdir -p "${TARGET_BASE[$twin]}"
+      chmod 0755 "${TARGET_BASE[$twin]}"
+      ;;
+  esac
+  [ -n "${TARGET_BASE[$twin]:-}" ]
+}

@@ -4,7 +4,7 @@
 # failed run records NA so the table shows it instead of the suite stopping.
 #
 # Settings (run.sh sets them): FSYNC_SECS, PGBENCH_SCALE, PGBENCH_SECS, PGBENCH_CLIENTS,
-# INSERT_CLIENTS, BULK_SEGMENTS, RECOVERY_SEGMENTS, SEG_COUNT, CORE_MIN_TIME, OUT_DIR, SHM_ROOT, BENCH_BIN;
+# INSERT_CLIENTS, BULK_SEGMENTS, RECOVERY_SEGMENTS, SYNCREP_CLIENTS, SEG_COUNT, CORE_MIN_TIME, OUT_DIR, SHM_ROOT, BENCH_BIN;
 # BULK_ZERO_MODES (default "on off": the wal_init_zero settings of the bulk load);
 # BULK_PROFILE=1 records each bulk load under a system-wide `perf record` into logs/.
 
@@ -535,4 +535,57 @@ wl_recovery() {
     record "$wl" "FUSE READ requests during the restart" count info "$target" "$rep" "$reads"
   fi
   record "$wl" "WAL segments written" segments info "$target" "$rep" "$segs"
+}
+
+# ---------------------------------------------------------------- 9. synchronous replication
+# A primary whose WAL is on the target and a standby made from it with pg_basebackup
+# (data on tmpfs, WAL on a second instance of the target: target_twin), streaming with
+# synchronous_standby_names = '*' and synchronous_commit = on: every commit waits until
+# the standby's walreceiver has written and flushed it, after the primary's walsender
+# read it. Then pgbench TPC-B with SYNCREP_CLIENTS clients for PGBENCH_SECS against the
+# primary. A fresh pair each repetition.
+wl_syncrep() {
+  local target=$1 rep=$2 wal swal data sdata tps=NA state i
+  local wl="synchronous replication: TPC-B, $SYNCREP_CLIENTS clients, primary and standby WAL each on their own instance of the target"
+  if ! target_twin "$target"; then
+    record "$wl" "TPC-B tps" tps higher "$target" "$rep" NA
+    return 0
+  fi
+  wal=$(target_dir "$target" syncrep-wal)
+  swal=$(target_dir "$target-twin" syncrep-standby-wal)
+  data=$SHM_ROOT/pgdata/syncrep-$target
+  sdata=$SHM_ROOT/pgdata/syncrep-standby-$target
+  rm -rf "$sdata"
+  on_exit "rm -rf '$sdata'"
+  local sport=$((PG_PORT + 1))
+  if pg_init "$data" "$wal" &&
+    PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data" &&
+    as_postgres "$PG_BIN/pgbench" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres -i -q \
+      -s "$PGBENCH_SCALE" postgres >"$OUT_DIR/logs/syncrep-init.$target.$rep.log" 2>&1 &&
+    as_postgres "$PG_BIN/pg_basebackup" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres \
+      -D "$sdata" --waldir="$swal" -X stream -R -c fast \
+      >"$OUT_DIR/logs/syncrep-basebackup.$target.$rep.log" 2>&1 &&
+    PG_PORT=$sport PG_PRELOAD=${TARGET_PRELOAD[$target-twin]:-} pg_start "$sdata" &&
+    psql_q -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" \
+      >/dev/null; then
+    for ((i = 0; i < 100; i++)); do
+      state=$(psql_q -c "SELECT sync_state FROM pg_stat_replication" 2>/dev/null) || state=
+      [ "$state" = sync ] && break
+      sleep 0.1
+    done
+    if [ "$state" = sync ]; then
+      local out
+      if out=$(pgbench_run -c "$SYNCREP_CLIENTS" -j "$SYNCREP_CLIENTS" -T "$PGBENCH_SECS" -n); then
+        tps=$(awk '{printf "%.1f", $1}' <<<"$out")
+      fi
+    else
+      log "syncrep on $target: the standby never became synchronous ($state)"
+    fi
+  else
+    log "syncrep on $target: setting up the pair failed (logs in $OUT_DIR/logs)"
+  fi
+  PG_PORT=$sport pg_stop "$sdata" 2>/dev/null || true
+  pg_stop "$data" 2>/dev/null || true
+  rm -rf "$data" "$sdata" "$wal" "$swal"
+  record "$wl" "TPC-B tps" tps higher "$target" "$rep" "$tps"
 }

@@ -3,8 +3,9 @@
 # real daemon on a real mount. The lease rules as a client meets them:
 #  - writes inside the lease reach the pool without a FUSE WRITE and read back through
 #    the mount at once; release sets mtime; the lease ends when the file is closed;
-#    without the library, with WALFS_DIRECT=0, with write(2) and past the lease, writes
-#    are FUSE WRITEs; the pool is read-locked exactly while a client maps it;
+#    write(2) stores directly at the file offset too; without the library, with
+#    WALFS_DIRECT=0 and past the lease, writes are FUSE WRITEs; the pool is read-locked
+#    exactly while a client maps it;
 #  - while a client keeps writing: truncate from another process fails (ETXTBSY); unlink
 #    and rename-over leave the client writing into the orphan, no other file changes, and
 #    the blocks come back only when it closes;
@@ -228,17 +229,20 @@ wait_field "$M" leases_active 0
 expect_bytes "$M/$SEG" 0 $((64 * 8192)) p
 expect_bytes "$M/$SEG" $((64 * 8192)) 8192 '\0'
 [ "$(stat -c %y "$M/$SEG")" != "$mtime0" ] || fail "mtime not updated when the lease ended"
-# Without the library, with WALFS_DIRECT=0, with write(2), and past the lease, writes are
-# FUSE WRITEs.
+# Without the library, with WALFS_DIRECT=0, and past the lease, writes are FUSE WRITEs;
+# write(2) inside the lease is stored directly at the file offset.
 "$CLIENT" write "$M/$SEG" 0 8192 q 4 || fail "plain write"
 (($(walfs_status_field "$M" writes) == writes0 + 4)) || fail "plain writes not counted as FUSE writes"
 WALFS_DIRECT=0 LD_PRELOAD=$LIB "$CLIENT" write "$M/$SEG" 0 8192 q 4 || fail "inert write"
 (($(walfs_status_field "$M" writes) == writes0 + 8)) || fail "WALFS_DIRECT=0 writes not through FUSE"
+granted0=$(walfs_status_field "$M" leases_granted)
 direct wseq "$M/$SEG" 8192 4 || fail "write(2)"
-(($(walfs_status_field "$M" writes) == writes0 + 12)) || fail "write(2) not through FUSE"
+(($(walfs_status_field "$M" writes) == writes0 + 8)) || fail "write(2) inside the lease went through FUSE"
+(($(walfs_status_field "$M" leases_granted) == granted0 + 1)) || fail "write(2) took no lease"
 expect_bytes "$M/$SEG" 0 $((4 * 8192)) w
+expect_bytes "$M/$SEG" $((4 * 8192)) 8192 p
 direct write "$M/$SEG" $((16 << 20)) 8192 x 1 || fail "write past the lease"
-(($(walfs_status_field "$M" writes) == writes0 + 13)) || fail "a write past the lease not through FUSE"
+(($(walfs_status_field "$M" writes) == writes0 + 9)) || fail "a write past the lease not through FUSE"
 [ "$(stat -c %s "$M/$SEG")" = $(((16 << 20) + 8192)) ] || fail "size after a write past the lease"
 truncate -s $((16 << 20)) "$M/$SEG"
 

@@ -351,6 +351,7 @@ WALFS_EXPORT ssize_t __pread64_chk(int fd, void* buf, size_t count, off64_t offs
 // and `cp` of a segment copy out of the pool; everything else is the real call.
 WALFS_EXPORT ssize_t read(int fd, void* buf, size_t count) {
   auto real = [&]() -> ssize_t { WALFS_CALL_REAL(read, fd, buf, count); };
+  if (!g_table.IsTracked(fd)) return real();
   auto* const real_lseek = WALFS_REAL(lseek);
   if (real_lseek == nullptr || !walfs::direct::WantsPositionedRead(g_table, fd)) return real();
   const struct iovec iov = {buf, count};
@@ -366,6 +367,7 @@ WALFS_EXPORT ssize_t read(int fd, void* buf, size_t count) {
 
 WALFS_EXPORT ssize_t readv(int fd, const struct iovec* iov, int iovcnt) {
   auto real = [&]() -> ssize_t { WALFS_CALL_REAL(readv, fd, iov, iovcnt); };
+  if (!g_table.IsTracked(fd)) return real();
   auto* const real_lseek = WALFS_REAL(lseek);
   if (real_lseek == nullptr || iovcnt <= 0 || iovcnt > IOV_MAX ||
       !walfs::direct::WantsPositionedRead(g_table, fd)) {
@@ -399,6 +401,7 @@ WALFS_EXPORT ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen) 
 // else is the real call.
 WALFS_EXPORT ssize_t write(int fd, const void* buf, size_t count) {
   auto real = [&]() -> ssize_t { WALFS_CALL_REAL(write, fd, buf, count); };
+  if (!g_table.IsTracked(fd)) return real();
   auto* const real_lseek = WALFS_REAL(lseek);
   if (real_lseek == nullptr || !walfs::direct::WantsPositionedWrite(g_table, fd)) return real();
   const struct iovec iov = {const_cast<void*>(buf), count};
@@ -414,6 +417,7 @@ WALFS_EXPORT ssize_t write(int fd, const void* buf, size_t count) {
 
 WALFS_EXPORT ssize_t writev(int fd, const struct iovec* iov, int iovcnt) {
   auto real = [&]() -> ssize_t { WALFS_CALL_REAL(writev, fd, iov, iovcnt); };
+  if (!g_table.IsTracked(fd)) return real();
   auto* const real_lseek = WALFS_REAL(lseek);
   if (real_lseek == nullptr || iovcnt <= 0 || iovcnt > IOV_MAX ||
       !walfs::direct::WantsPositionedWrite(g_table, fd)) {

@@ -366,7 +366,7 @@ int RunDaemon(const Options& options) {
         .stamps_fd = lease_stamps->fd(),
         .image_fd = powercut_image.fd,
         .hello = MakeHello(direct_access.durability, hello_flags, dir->superblock().uuid,
-                           lease_stamps->slots()),
+                           lease_stamps->slots(), lease_stamps->id()),
         .granted = &server.sessions_granted,
         .refused = &server.sessions_refused});
     server.set_session_sender(session_sender.get());

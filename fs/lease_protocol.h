@@ -35,14 +35,20 @@
 //    container or chroot that sees only the mount (L8). A listening socket pins its
 //    mount (umount says EBUSY), which is why the client binds it, for the milliseconds
 //    of step 1, and the daemon never does.
+//    The client keeps a session's descriptors after its last lease is gone (unlocked,
+//    L6), so a process that reads segment after segment pays for step 1 once. Whether a
+//    kept session is still its daemon's is what stamps_id answers: random per daemon,
+//    in the hello and in every lease reply; a reply naming other stamps ends the kept
+//    session and the client makes a new one.
 //
 // 2. Lease (once per open file description, at its first direct write or read). The
 //    client calls ioctl(fd, kIoctlLease, &reply) with reply.access set: kAccessWrite on a
 //    handle opened for writing (not O_APPEND), kAccessRead on one opened read-only. The
 //    daemon answers with the pool runs holding file bytes [0, leased_size), the pool's
-//    uuid and the handle's stamp word. The client accepts a reply only if its uuid is the
-//    session's and every run lies inside the data area of the superblock it read itself,
-//    [data_offset, end of the pool descriptor), whatever else the reply says (L1).
+//    uuid and the handle's stamp word. The client accepts a reply only if its uuid and
+//    stamps_id are the session's and every run lies inside the data area of the
+//    superblock it read itself, [data_offset, end of the pool descriptor), whatever else
+//    the reply says (L1).
 //
 // A read lease (kAccessRead) pins nothing, so a reader can never make another process's
 // truncate, unlink or rename fail. Instead (L9): the daemon revokes every read lease on
@@ -93,7 +99,7 @@
 namespace walfs::lease {
 
 inline constexpr uint32_t kMagic = 0x4c534657;  // "WFSL" little-endian
-inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersion = 4;
 inline constexpr uint32_t kMaxRuns = 26;  // an inode's extent limit (format.h)
 
 // The byte range of the pool file a client read-locks (F_OFD_SETLK, F_RDLCK) for as long
@@ -133,7 +139,9 @@ struct SessionHello {
   uint32_t flags;       // kHelloFlag*
   uint8_t uuid[16];     // the pool's uuid, as in its superblock
   uint64_t stamp_slots;  // descriptor [1] holds this many 8-byte words
-  uint64_t reserved[5];  // zero
+  uint64_t stamps_id;    // non-zero, random per daemon: names descriptor [1]; every lease
+                         // reply of this daemon carries it (Reply.stamps_id)
+  uint64_t reserved[4];  // zero
 };
 static_assert(sizeof(SessionHello) == 80);
 
@@ -170,10 +178,11 @@ struct Reply {
   uint64_t stamp_offset;  // byte offset of the handle's 8-byte word in the stamps memfd
   uint32_t run_count;     // 1..kMaxRuns
   uint32_t reserved0;
+  uint64_t stamps_id;     // the daemon's SessionHello.stamps_id: the stamps the word is in
   Run runs[kMaxRuns];
 };
-static_assert(sizeof(Reply) == 80 + 24 * kMaxRuns);
-static_assert(offsetof(Reply, runs) == 80);
+static_assert(sizeof(Reply) == 88 + 24 * kMaxRuns);
+static_assert(offsetof(Reply, runs) == 88);
 
 // 'W' 0x03, read and write: the client fills magic, version and access.
 inline constexpr unsigned long kIoctlLease = _IOWR('W', 0x03, Reply);

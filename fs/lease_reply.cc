@@ -24,7 +24,7 @@ absl::Status FillLeaseReply(const core::Lease& lease, const core::format::Superb
         "lease of ", lease.runs.size(), " runs (the protocol carries 1..", lease::kMaxRuns,
         ")"));
   }
-  if (stamp.value == 0 || stamp.offset % sizeof(uint64_t) != 0) {
+  if (stamp.value == 0 || stamp.stamps_id == 0 || stamp.offset % sizeof(uint64_t) != 0) {
     return absl::InvalidArgumentError("no revocation stamp for the lease");
   }
   reply->magic = lease::kMagic;
@@ -38,6 +38,7 @@ absl::Status FillLeaseReply(const core::Lease& lease, const core::format::Superb
   std::memcpy(reply->uuid, sb.uuid, sizeof(reply->uuid));
   reply->stamp = stamp.value;
   reply->stamp_offset = stamp.offset;
+  reply->stamps_id = stamp.stamps_id;
   reply->run_count = static_cast<uint32_t>(lease.runs.size());
   for (size_t i = 0; i < lease.runs.size(); ++i) {
     reply->runs[i] = lease::Run{.file_offset = lease.runs[i].file_offset,

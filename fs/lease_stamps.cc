@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <string>
@@ -44,13 +45,19 @@ absl::StatusOr<std::unique_ptr<LeaseStamps>> LeaseStamps::Create(uint32_t slots)
       failed = Errno("seal the memfd");
     }
   }
+  uint64_t id = 0;
+  while (failed.ok() && id == 0) {
+    if (getrandom(&id, sizeof(id), 0) != static_cast<ssize_t>(sizeof(id))) {
+      failed = Errno("draw the stamps id");
+    }
+  }
   if (!failed.ok()) {
     if (words != MAP_FAILED) munmap(words, bytes);
     close(fd);
     return failed;
   }
   return std::unique_ptr<LeaseStamps>(
-      new LeaseStamps(fd, static_cast<uint64_t*>(words), slots));
+      new LeaseStamps(fd, static_cast<uint64_t*>(words), slots, id));
 }
 
 LeaseStamps::~LeaseStamps() {

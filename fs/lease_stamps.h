@@ -55,6 +55,9 @@ class LeaseStamps {
   LeaseStamps& operator=(const LeaseStamps&) = delete;
 
   uint32_t slots() const { return slots_; }
+  // Non-zero and random per memfd: what the session hello and every lease reply carry
+  // as stamps_id, so a client can tell this daemon's stamps from an earlier daemon's.
+  uint64_t id() const { return id_; }
   // The sealed memfd (owned; close-on-exec). Sent to session clients with SCM_RIGHTS;
   // the kernel duplicates it into the receiver, so the daemon keeps its own.
   int fd() const { return fd_; }
@@ -74,12 +77,13 @@ class LeaseStamps {
   uint64_t Read(uint32_t slot) const;
 
  private:
-  LeaseStamps(int fd, uint64_t* words, uint32_t slots)
-      : fd_(fd), words_(words), slots_(slots) {}
+  LeaseStamps(int fd, uint64_t* words, uint32_t slots, uint64_t id)
+      : fd_(fd), words_(words), slots_(slots), id_(id) {}
 
   const int fd_;
   uint64_t* const words_;  // the daemon's shared read-write mapping, slots_ words
   const uint32_t slots_;
+  const uint64_t id_;
   std::atomic<uint64_t> next_stamp_{1};
   std::mutex mu_;
   std::vector<uint32_t> free_;  // guarded by mu_

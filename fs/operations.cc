@@ -736,7 +736,8 @@ void HandleLeaseIoctl(fuse_req_t req, fuse_ino_t ino, FileHandle* handle,
       refuse(StatusToErrno(lease.status(), "lease", ino));
       return false;
     }
-    const LeaseStamp stamp{.offset = LeaseStamps::OffsetOf(slot), .value = stamps->Renew(slot)};
+    const LeaseStamp stamp{.offset = LeaseStamps::OffsetOf(slot), .value = stamps->Renew(slot),
+                           .stamps_id = stamps->id()};
     absl::Status filled = FillLeaseReply(*lease, dir.superblock(), stamp, access, &reply);
     if (!filled.ok()) {
       Log(LOG_WARNING, "lease on inode %lu refused: %s", static_cast<unsigned long>(ino),

@@ -90,7 +90,7 @@ int CheckSessionRequest(const lease::SessionRequest& request, std::string* name)
 }
 
 lease::SessionHello MakeHello(uint32_t durability, uint32_t flags, const uint8_t uuid[16],
-                              uint64_t stamp_slots) {
+                              uint64_t stamp_slots, uint64_t stamps_id) {
   lease::SessionHello h{};
   h.magic = lease::kMagic;
   h.version = lease::kVersion;
@@ -98,6 +98,7 @@ lease::SessionHello MakeHello(uint32_t durability, uint32_t flags, const uint8_t
   h.flags = flags;
   std::memcpy(h.uuid, uuid, sizeof(h.uuid));
   h.stamp_slots = stamp_slots;
+  h.stamps_id = stamps_id;
   return h;
 }
 

@@ -56,9 +56,9 @@ DirectAccess DecideDirectAccess(const DirectAccessInputs& in);
 int CheckSessionRequest(const lease::SessionRequest& request, std::string* name);
 
 // The hello for `durability`, `flags` (kHelloFlag*), the superblock's `uuid` and the
-// stamps memfd's word count; reserved fields zero.
+// stamps memfd's word count and id (LeaseStamps::id); reserved fields zero.
 lease::SessionHello MakeHello(uint32_t durability, uint32_t flags, const uint8_t uuid[16],
-                              uint64_t stamp_slots);
+                              uint64_t stamp_slots, uint64_t stamps_id);
 
 // Connects to a client's session socket and sends it the hello with its descriptors, on
 // a thread of its own: resolving <mountpoint>/<name> goes through the mount, so the

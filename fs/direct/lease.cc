@@ -38,6 +38,28 @@ bool SameFile(int a, int b) {
          sa.st_ino == sb.st_ino;
 }
 
+// The reply in hand names other stamps than the session *session: the session is an
+// idle one kept from an earlier daemon of a mount whose st_dev the current one reuses.
+// Ends it and makes a new one through priv (the exchange asks the daemon that granted
+// the reply): kGranted with *session the new one when its stamps are the reply's.
+LeaseOutcome RenewSession(int fd, int priv, dev_t dev, const lease::Reply& reply,
+                          Sessions& sessions, const SessionSources& sources, int* session) {
+  sessions.Discard(*session);
+  sessions.Release(*session);
+  const char* reason = "";
+  *session = sessions.Acquire(priv, dev, sources, &reason);
+  if (*session < 0) {
+    DebugLog("fd %d: no lease: no session: %s: %s", fd, reason, strerror(-*session));
+    return LeaseOutcome::kNoSession;
+  }
+  if (reply.stamps_id != sessions.Get(*session).facts.stamps_id) {
+    DebugLog("fd %d: no lease: the reply names other stamps than the daemon's session", fd);
+    return LeaseOutcome::kInvalid;
+  }
+  DebugLog("fd %d: a kept session was an earlier daemon's: made a new one", fd);
+  return LeaseOutcome::kGranted;
+}
+
 }  // namespace
 
 int CachedStat(int fd, struct stat* st) {
@@ -209,7 +231,7 @@ LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
       DebugLog("fd %d: no lease: no session: %s: %s", fd, reason, strerror(-session));
     }
   }
-  // 704 bytes: on the stack, as a write may run anywhere.
+  // 712 bytes: on the stack, as a write may run anywhere.
   lease::Reply reply;
   memset(&reply, 0, sizeof(reply));
   reply.magic = lease::kMagic;
@@ -225,6 +247,10 @@ LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
     } else if (reply.access != access) {
       outcome = LeaseOutcome::kInvalid;
       DebugLog("fd %d: no lease: invalid reply: not the access asked for", fd);
+    } else if (reply.stamps_id != sessions.Get(session).facts.stamps_id &&
+               (outcome = RenewSession(fd, priv, st.st_dev, reply, sessions, *sources.session,
+                                       &session)) != LeaseOutcome::kGranted) {
+      // RenewSession said why.
     } else if (const char* foreign =
                    CheckReplyInSession(reply, sessions.Get(session).facts);
                foreign != nullptr) {

@@ -59,6 +59,7 @@ const char* CheckReplyInSession(const lease::Reply& reply, const SessionFacts& f
   if (memcmp(reply.uuid, facts.area.uuid, sizeof(reply.uuid)) != 0) {
     return "uuid is not the session pool's";
   }
+  if (reply.stamps_id != facts.stamps_id) return "stamps_id is not the session's";
   for (uint32_t i = 0; i < reply.run_count && i < lease::kMaxRuns; ++i) {
     const lease::Run& run = reply.runs[i];
     if (run.pool_offset < facts.area.data_begin || run.pool_offset > facts.area.data_end ||

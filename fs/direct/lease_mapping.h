@@ -52,7 +52,8 @@ inline bool LeaseCurrent(const LeaseMapping& m) {
 }
 
 // nullptr when a reply that passed ValidateReply fits the session it is mapped through
-// (L1), else why not (a static string): its uuid is the session's, every run lies inside
+// (L1), else why not (a static string): its uuid and stamps_id are the session's (so its
+// stamp word is in the session's stamps), every run lies inside
 // the session's data area [data_begin, data_end) (overflow-safe), and its stamp word
 // lies inside the stamps (stamp_offset + 8 <= stamp_slots * 8).
 const char* CheckReplyInSession(const lease::Reply& reply, const SessionFacts& facts);

@@ -50,6 +50,17 @@ int WaitFor(int fd, short events, int64_t deadline) {
   }
 }
 
+// F_OFD_SETLK of the client lock range (lease::kClientLockOffset) on the pool
+// description: `type` F_RDLCK or F_UNLCK. 0 or -1 with errno set.
+int LockPool(int pool_fd, short type) {
+  struct flock lock = {};
+  lock.l_type = type;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = lease::kClientLockOffset;
+  lock.l_len = lease::kClientLockLength;
+  return real::Fcntl(pool_fd, F_OFD_SETLK, &lock) != 0 ? -1 : 0;
+}
+
 // Unlinks `name` in directory `root`, whatever the length of the path.
 void UnlinkIn(const std::string& root, const char* name) {
   const int dir = real::Open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -97,6 +108,7 @@ const char* ValidateHello(const lease::SessionHello& h, int descriptor_count) {
     if (r != 0) return "hello reserved words not zero";
   }
   if (h.stamp_slots == 0 || h.stamp_slots > kMaxStampSlots) return "stamp_slots out of range";
+  if (h.stamps_id == 0) return "no stamps id";
   const int want = (h.flags & lease::kHelloFlagImage) != 0 ? 3 : 2;
   if (descriptor_count != want) return "wrong number of descriptors";
   return nullptr;
@@ -280,10 +292,25 @@ int Sessions::Acquire(int leased_fd, dev_t dev, const SessionSources& sources,
     SignalSafeLock::Guard guard(lock_);
     for (int i = 0; i < kMaxSessions; ++i) {
       Session& s = sessions_[i];
-      if (s.refs > 0 && s.dev == key) {
+      if (s.refs > 0 && s.dev == key && !s.stale) {
         ++s.refs;
         return i;
       }
+    }
+    for (int i = 0; i < kMaxSessions; ++i) {
+      Session& s = sessions_[i];
+      if (s.refs != 0 || s.dev != key || s.pool_fd.load(std::memory_order_relaxed) < 0) {
+        continue;
+      }
+      // Idle: locked again before any mapping is made from it (L6). A pool someone is
+      // rewriting (mkfs --force, fsck --repair hold a write lock) refuses it; the session
+      // is then closed and an exchange says whether there is a daemon to serve the pool.
+      if (LockPool(s.pool_fd.load(std::memory_order_relaxed), F_RDLCK) != 0) {
+        CloseSlot(s);
+        break;
+      }
+      s.refs = 1;
+      return i;
     }
     const int64_t now = NowMs();
     for (const Failure& f : failures_) {
@@ -347,16 +374,9 @@ int Sessions::Install(dev_t dev, ReceivedHello& received, const char** reason) {
     }
   }
 #endif
-  if (err == 0) {
-    struct flock lock = {};
-    lock.l_type = F_RDLCK;
-    lock.l_whence = SEEK_SET;
-    lock.l_start = lease::kClientLockOffset;
-    lock.l_len = lease::kClientLockLength;
-    if (real::Fcntl(received.fds[0], F_OFD_SETLK, &lock) != 0) {
-      err = -errno;
-      *reason = "cannot read-lock the pool";
-    }
+  if (err == 0 && LockPool(received.fds[0], F_RDLCK) != 0) {
+    err = -errno;
+    *reason = "cannot read-lock the pool";
   }
   if (err != 0) {
     received.CloseAll();
@@ -364,18 +384,29 @@ int Sessions::Install(dev_t dev, ReceivedHello& received, const char** reason) {
   }
   facts.durability = received.hello.durability;
   facts.stamp_slots = received.hello.stamp_slots;
+  facts.stamps_id = received.hello.stamps_id;
 
   SignalSafeLock::Guard guard(lock_);
   int slot = -1;
+  int idle = -1;
   for (int i = 0; i < kMaxSessions; ++i) {
     Session& s = sessions_[i];
-    if (s.refs > 0 && s.dev == static_cast<uint64_t>(dev)) {
+    if (s.refs > 0 && s.dev == static_cast<uint64_t>(dev) && !s.stale) {
       // Another thread's exchange finished first: share its session.
       ++s.refs;
       received.CloseAll();
       return i;
     }
-    if (s.refs == 0 && slot < 0) slot = i;
+    if (s.refs > 0) continue;
+    if (s.pool_fd.load(std::memory_order_relaxed) < 0) {
+      if (slot < 0) slot = i;
+    } else if (s.dev == static_cast<uint64_t>(dev) || idle < 0) {
+      idle = i;  // this mount's idle session (superseded), else any idle one
+    }
+  }
+  if (idle >= 0 && (slot < 0 || sessions_[idle].dev == static_cast<uint64_t>(dev))) {
+    CloseSlot(sessions_[idle]);
+    if (slot < 0) slot = idle;
   }
   if (slot < 0) {
     received.CloseAll();
@@ -406,6 +437,8 @@ int Sessions::Install(dev_t dev, ReceivedHello& received, const char** reason) {
   s.dev = static_cast<uint64_t>(dev);
   s.facts = facts;
   s.refs = 1;
+  s.shared = false;
+  s.stale = false;
   DebugLog("session for device %u:%u: pool data area [%llu, %llu), %llu stamp slots, "
            "durability %u%s",
            major(dev), minor(dev), static_cast<unsigned long long>(facts.area.data_begin),
@@ -420,6 +453,18 @@ void Sessions::Release(int handle) {
   SignalSafeLock::Guard guard(lock_);
   Session& s = sessions_[handle];
   if (s.refs == 0 || --s.refs > 0) return;
+  if (s.shared || s.stale || LockPool(s.pool_fd.load(std::memory_order_relaxed), F_UNLCK) != 0) {
+    CloseSlot(s);
+  }
+}
+
+void Sessions::Discard(int handle) {
+  if (handle < 0 || handle >= kMaxSessions) return;
+  SignalSafeLock::Guard guard(lock_);
+  sessions_[handle].stale = true;
+}
+
+void Sessions::CloseSlot(Session& s) {
   // Closing the last descriptor of the pool description drops its OFD lock.
   owned_->Close(&s.pool_fd);
   owned_->Close(&s.stamps_fd);
@@ -428,12 +473,47 @@ void Sessions::Release(int handle) {
 #endif
   s.dev = 0;
   s.facts = SessionFacts{};
+  s.refs = 0;
+  s.shared = false;
+  s.stale = false;
+}
+
+void Sessions::ForkParent() {
+  // The child closed its copies of the idle sessions; the active ones it shares.
+  for (Session& s : sessions_) {
+    if (s.refs > 0) s.shared = true;
+  }
+  lock_.ForkParent();
+}
+
+void Sessions::ForkChild() {
+  for (Session& s : sessions_) {
+    if (s.refs > 0) s.shared = true;
+  }
+  lock_.ForkChild();
+  CloseIdle();
+}
+
+void Sessions::CloseIdle() {
+  SignalSafeLock::Guard guard(lock_);
+  for (Session& s : sessions_) {
+    if (s.refs == 0 && s.pool_fd.load(std::memory_order_relaxed) >= 0) CloseSlot(s);
+  }
 }
 
 int Sessions::open_count() {
   SignalSafeLock::Guard guard(lock_);
   int n = 0;
   for (const Session& s : sessions_) n += s.refs > 0;
+  return n;
+}
+
+int Sessions::idle_count() {
+  SignalSafeLock::Guard guard(lock_);
+  int n = 0;
+  for (const Session& s : sessions_) {
+    n += s.refs == 0 && s.pool_fd.load(std::memory_order_relaxed) >= 0;
+  }
   return n;
 }
 

@@ -13,13 +13,20 @@
 // takes the OFD read lock on the pool description (L6). Any failure means no session:
 // every descriptor received is closed and the lease's calls go to the kernel.
 //
-// Sessions caches one session per mount (keyed by the mount's st_dev) for as long as a
-// lease mapping holds a reference to it; the last Release closes its descriptors, which
-// drops the lock, so a process that holds no lease never keeps a pool from its daemon,
-// mkfs --force or fsck --repair, and a remounted pool (a new daemon, new stamps) always
-// gets a new session. The session's descriptors are library-owned (owned_fds.h): the
-// application cannot close or dup2 over them. They are close-on-exec; a forked child
-// shares them (the same descriptions, so the same lock) with its copy of the table.
+// Sessions caches one session per mount (keyed by the mount's st_dev). A session is
+// active while lease mappings hold references to it, and holds the OFD read lock then
+// (L6). At the last Release it becomes idle: the lock is dropped (F_UNLCK), so a process
+// that holds no lease never keeps a pool from its daemon, mkfs --force or fsck --repair,
+// but the descriptors are kept, so the next lease on that mount (the next segment a
+// reader opens) takes the lock again instead of a new exchange. Whether an idle session
+// is still the current daemon's is not known until a lease reply names its stamps
+// (stamps_id): a reply that names others marks it stale (Discard), and the caller makes
+// a new one. A session whose pool description a forked child shares is never unlocked
+// (F_UNLCK would unlock it for the child's mappings too): its last Release closes it,
+// and the lock goes with the last descriptor of the description. A child closes the
+// idle sessions it inherits at once, so the parent's stay its own.
+// The session's descriptors are library-owned (owned_fds.h): the application cannot close
+// or dup2 over them. They are close-on-exec.
 //
 // The seam: the three things that touch the daemon (the mount root lookup, the session
 // ioctl and the peer-credential check) come as SessionSources, so tests drive the whole
@@ -109,6 +116,7 @@ struct SessionFacts {
   PoolArea area;           // the data area and uuid, from the pool's own superblocks
   uint32_t durability = 0;  // lease::kDurability*
   uint64_t stamp_slots = 0;
+  uint64_t stamps_id = 0;   // the hello's: what every lease reply of its daemon carries
 };
 
 class Sessions {
@@ -126,16 +134,19 @@ class Sessions {
 #ifdef WALFS_TEST_FACILITIES
     std::atomic<int> image_fd{-1};   // the power-cut image, or -1
 #endif
-    int refs = 0;  // lock_
+    int refs = 0;         // lock_; > 0: active (locked); 0 with pool_fd >= 0: idle
+    bool shared = false;  // lock_; a forked child shares the pool description
+    bool stale = false;   // lock_; a reply named other stamps: closed at the last Release
   };
 
   constexpr explicit Sessions(OwnedFds* owned) : owned_(owned) {}
   Sessions(const Sessions&) = delete;
   Sessions& operator=(const Sessions&) = delete;
 
-  // A reference to the session of the walfs mount with st_dev `dev`, made through
-  // leased_fd (an open walfs file of that mount) when there is none: a handle >= 0, or
-  // -errno with *reason set (a static string). Each success pairs with one Release.
+  // A reference to the session of the walfs mount with st_dev `dev`: the active one, else
+  // the idle one locked again, else one made through leased_fd (an open walfs file of
+  // that mount): a handle >= 0, or -errno with *reason set (a static string). Each
+  // success pairs with one Release.
   // After a failed attempt on `dev`, further attempts within kRetryDelayMs fail at once
   // with the same error, so a daemon that accepts the ioctl but never connects costs
   // one bounded wait, not one per descriptor. Not async-signal-safe (it may wait up to
@@ -148,17 +159,27 @@ class Sessions {
   // session for `dev` meanwhile, whose handle is returned instead).
   int Install(dev_t dev, ReceivedHello& received, const char** reason);
 
+  // Drops a reference; the last one makes the session idle (or closes it: shared with a
+  // forked child, or stale).
   void Release(int handle);
+
+  // The session of `handle` (the caller holds a reference) is not the current daemon's:
+  // Acquire no longer returns it, and its last Release closes it.
+  void Discard(int handle);
 
   // The session behind a handle the caller holds a reference on.
   const Session& Get(int handle) const { return sessions_[handle]; }
 
-  // Number of sessions open; for tests.
+  // Closes every idle session (what a forked child does with those it inherits).
+  void CloseIdle();
+
+  // Number of active sessions (holding the pool lock), and of idle ones; for tests.
   int open_count();
+  int idle_count();
 
   void ForkPrepare() { lock_.ForkPrepare(); }
-  void ForkParent() { lock_.ForkParent(); }
-  void ForkChild() { lock_.ForkChild(); }
+  void ForkParent();
+  void ForkChild();
 
  private:
   struct Failure {
@@ -166,6 +187,10 @@ class Sessions {
     int64_t until_ms = 0;  // CLOCK_MONOTONIC; 0: unused
     int error = 0;
   };
+
+  // Closes s's descriptors (dropping the lock with the description's last one) and
+  // empties the slot. lock_ held.
+  void CloseSlot(Session& s);
 
   OwnedFds* const owned_;
   SignalSafeLock lock_;

@@ -58,6 +58,9 @@ namespace {
 
 namespace lease = walfs::lease;
 
+// The stamps id of every hello and reply this server forges (a real daemon draws one).
+constexpr uint64_t kFakeStampsId = 0x0123456789abcdefull;
+
 struct Node {
   fuse_ino_t ino = 0;
   mode_t mode = 0;
@@ -332,6 +335,7 @@ void SendHello(std::string name) {
   std::memcpy(hello.uuid, g.sb.uuid, sizeof(hello.uuid));
   if (g.mode == "hello-uuid") hello.uuid[0] ^= 0xff;
   hello.stamp_slots = 64;
+  hello.stamps_id = kFakeStampsId;
 
   int pool_fd = -1;
   if (g.mode == "victim") {
@@ -434,6 +438,7 @@ void OpIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_
     const uint64_t slot = n->ino % 64;
     r.stamp = g.next_stamp++;
     r.stamp_offset = slot * 8;
+    r.stamps_id = kFakeStampsId;
     if (g.stamp_words != nullptr) g.stamp_words[slot] = r.stamp;
     r.run_count = 1;
     r.runs[0].file_offset = 0;

@@ -276,7 +276,7 @@ TEST_F(LeaseTest, ReplyCarriesRunsUuidAndStampButNoPath) {
   InodeId ino = Segment();
   auto lease = dir_->AcquireLease(ino);
   ASSERT_TRUE(lease.ok());
-  const fs::LeaseStamp stamp{.offset = 24, .value = 1234};
+  const fs::LeaseStamp stamp{.offset = 24, .value = 1234, .stamps_id = 77};
   auto reply = std::make_unique<lease::Reply>();
   std::memset(reply.get(), 0xa5, sizeof(*reply));  // every byte is the daemon's
   ASSERT_TRUE(
@@ -304,6 +304,7 @@ TEST_F(LeaseTest, ReplyCarriesRunsUuidAndStampButNoPath) {
   }
   EXPECT_EQ(reply->stamp_offset, 24u);
   EXPECT_EQ(reply->stamp, 1234u);
+  EXPECT_EQ(reply->stamps_id, 77u);
   // The uuid the client compares with the superblock it read from its pool descriptor.
   EXPECT_EQ(std::memcmp(reply->uuid, dir_->superblock().uuid, 16), 0);
   EXPECT_EQ(std::memcmp(bytes_->data() + format::kSuperblockOffset[0] +
@@ -325,7 +326,11 @@ TEST_F(LeaseTest, ReplyCarriesRunsUuidAndStampButNoPath) {
                                   lease::kAccessWrite, reply.get())
                    .ok());
   EXPECT_FALSE(fs::FillLeaseReply(*lease, dir_->superblock(),
-                                  fs::LeaseStamp{.offset = 3, .value = 9}, lease::kAccessWrite,
+                                  fs::LeaseStamp{.offset = 3, .value = 9, .stamps_id = 77},
+                                  lease::kAccessWrite, reply.get())
+                   .ok());
+  EXPECT_FALSE(fs::FillLeaseReply(*lease, dir_->superblock(),
+                                  fs::LeaseStamp{.offset = 24, .value = 9}, lease::kAccessWrite,
                                   reply.get())
                    .ok());
   ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
@@ -452,6 +457,18 @@ TEST(LeaseStampsTest, RunsOutOfSlots) {
   EXPECT_FALSE((*stamps)->Allocate());
   (*stamps)->Free(*last);
   EXPECT_EQ((*stamps)->Allocate(), last);
+}
+
+// A kept client session tells an earlier daemon's stamps from the current one's by this
+// id alone (fs/lease_protocol.h): non-zero, and drawn anew for each memfd.
+TEST(LeaseStampsTest, EachMemfdHasItsOwnId) {
+  auto a = fs::LeaseStamps::Create(2);
+  auto b = fs::LeaseStamps::Create(2);
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE((*a)->id(), 0u);
+  EXPECT_NE((*b)->id(), 0u);
+  EXPECT_NE((*a)->id(), (*b)->id());
 }
 
 }  // namespace

@@ -106,13 +106,14 @@ TEST(SessionTest, RequestNeedsMagicVersionAndASessionName) {
 TEST(SessionTest, HelloCarriesWhatTheClientChecks) {
   uint8_t uuid[16];
   for (int i = 0; i < 16; ++i) uuid[i] = static_cast<uint8_t>(i * 7);
-  lease::SessionHello h = MakeHello(lease::kDurabilityMapSync, lease::kHelloFlagImage, uuid, 99);
+  lease::SessionHello h = MakeHello(lease::kDurabilityMapSync, lease::kHelloFlagImage, uuid, 99, 1234);
   EXPECT_EQ(h.magic, lease::kMagic);
   EXPECT_EQ(h.version, lease::kVersion);
   EXPECT_EQ(h.durability, lease::kDurabilityMapSync);
   EXPECT_EQ(h.flags, lease::kHelloFlagImage);
   EXPECT_EQ(std::memcmp(h.uuid, uuid, 16), 0);
   EXPECT_EQ(h.stamp_slots, 99u);
+  EXPECT_EQ(h.stamps_id, 1234u);
   for (uint64_t r : h.reserved) EXPECT_EQ(r, 0u);
 }
 
@@ -139,7 +140,7 @@ class DeliverTest : public ::testing::Test {
     config_.mountpoint = dir_;
     config_.pool_fd = pool_fd_;
     config_.stamps_fd = stamps_->fd();
-    config_.hello = MakeHello(lease::kDurabilityForced, 0, uuid, stamps_->slots());
+    config_.hello = MakeHello(lease::kDurabilityForced, 0, uuid, stamps_->slots(), stamps_->id());
   }
   void TearDown() override {
     if (listener_ >= 0) close(listener_);

@@ -34,6 +34,7 @@ using testpool::kBlock;
 using testpool::kDataOffset;
 using testpool::kPoolSize;
 using testpool::kStampSlots;
+using testpool::kStampsId;
 using testpool::kUuid;
 // The lease's revocation word: the second of the stamps.
 constexpr uint64_t kStamp = 42;
@@ -56,6 +57,7 @@ lease::Reply ValidReply() {
   r.runs[1] = {.file_offset = 4 * kBlock, .pool_offset = 32 * kBlock, .length = 5 * kBlock};
   r.stamp = kStamp;
   r.stamp_offset = kStampOffset;
+  r.stamps_id = kStampsId;
   return r;
 }
 
@@ -130,6 +132,7 @@ SessionFacts Facts(uint64_t data_end = kPoolSize) {
   f.area.data_end = data_end;
   f.durability = lease::kDurabilityMapSync;
   f.stamp_slots = kStampSlots;
+  f.stamps_id = kStampsId;
   return f;
 }
 
@@ -145,6 +148,7 @@ TEST(DirectLeaseSessionCheckTest, AcceptsAReplyInsideTheDataArea) {
 TEST(DirectLeaseSessionCheckTest, RefusesWhatLiesOutsideTheSession) {
   const Mutation mutations[] = {
       {"uuid", [](lease::Reply& r) { r.uuid[15] ^= 1; }, "uuid"},
+      {"other stamps", [](lease::Reply& r) { r.stamps_id ^= 1; }, "stamps_id"},
       {"superblock", [](lease::Reply& r) { r.runs[0].pool_offset = 0; }, "data area"},
       {"journal", [](lease::Reply& r) { r.runs[0].pool_offset = 2 * kBlock; }, "data area"},
       {"just before", [](lease::Reply& r) { r.runs[0].pool_offset = kDataOffset - kBlock; },
@@ -333,6 +337,9 @@ class DirectLeaseTest : public ::testing::Test {
     table_->UntrackRange(0, ~0u);
     if (session_ >= 0) sessions_.Release(session_);
     EXPECT_EQ(sessions_.open_count(), 0);
+    EXPECT_LE(sessions_.idle_count(), 1);  // kept, unlocked
+    EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
+    sessions_.CloseIdle();
     EXPECT_EQ(owned_->count(), 0);
     munmap(stamps_, kStampSlots * 8);
     close(pool_fd_);
@@ -635,6 +642,7 @@ TEST_F(DirectLeaseTest, WithoutASessionNothingIsAsked) {
   sessions_.Release(session_);
   session_ = -1;
   EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
+  sessions_.CloseIdle();
   const int fd = OpenFile();
   EXPECT_EQ(Lease(fd), LeaseOutcome::kNoSession);
   EXPECT_EQ(g_mount_root_calls, 1);
@@ -687,7 +695,7 @@ TEST_F(DirectLeaseTest, WritesInsideTheLeaseLandInThePoolRuns) {
 
   table_->Untrack(fd);
   EXPECT_EQ(Write(fd, "z", 0), DirectResult::kUntracked);
-  // The test's own reference keeps the session; without it the lock goes.
+  // The test's own reference keeps the session active; without it the lock goes.
   sessions_.Release(session_);
   session_ = -1;
   EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
@@ -867,9 +875,78 @@ TEST_F(DirectLeaseTest, OneSessionSharedByAllLeasesAndClosedWithTheLast) {
   table_->Untrack(fd2);
   EXPECT_EQ(sessions_.open_count(), 0);
   EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
-  EXPECT_EQ(owned_->count(), 0);
+  // Kept, unlocked: its two descriptors and nothing else.
+  EXPECT_EQ(sessions_.idle_count(), 1);
+  EXPECT_EQ(owned_->count(), 2);
   close(fd1);
   close(fd2);
+}
+
+// A reader going from segment to segment: each lease after the first finds the kept
+// session, locks the pool again while it maps, and makes no new exchange.
+TEST_F(DirectLeaseTest, TheNextLeaseTakesTheKeptSessionAndItsLockAgain) {
+  sessions_.Release(session_);
+  session_ = -1;
+  for (int i = 0; i < 3; ++i) {
+    const int fd = OpenFile();
+    ASSERT_EQ(Lease(fd), LeaseOutcome::kGranted) << i;
+    EXPECT_EQ(LockSeenBy(pool_path_), F_RDLCK) << i;
+    EXPECT_EQ(sessions_.open_count(), 1) << i;
+    ASSERT_EQ(Write(fd, "again", 0), DirectResult::kStored) << i;
+    table_->Untrack(fd);
+    close(fd);
+    EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK) << i;
+    EXPECT_EQ(sessions_.idle_count(), 1) << i;
+  }
+  EXPECT_EQ(g_mount_root_calls, 0);  // never an exchange
+}
+
+// A kept session whose daemon is gone (a remount reused the mount's st_dev): the new
+// daemon's reply names other stamps. The kept session is never mapped through: it is
+// closed and a new exchange is asked for (none is possible here, so no lease).
+TEST_F(DirectLeaseTest, AReplyNamingOtherStampsEndsTheKeptSession) {
+  sessions_.Release(session_);
+  session_ = -1;
+  ASSERT_EQ(sessions_.idle_count(), 1);
+  g_reply.stamps_id = kStampsId + 1;
+  const int fd = OpenFile();
+  EXPECT_EQ(Lease(fd), LeaseOutcome::kNoSession);
+  EXPECT_EQ(g_ioctl_calls, 1);
+  EXPECT_EQ(g_mount_root_calls, 1);
+  EXPECT_FALSE(table_->IsTracked(fd));
+  EXPECT_EQ(sessions_.idle_count(), 0);
+  EXPECT_EQ(sessions_.open_count(), 0);
+  EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
+  EXPECT_EQ(owned_->count(), 0);
+  EXPECT_EQ(Write(fd, "x", 0), DirectResult::kUntracked);
+  EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 1), std::string(1, '\0'));
+  close(fd);
+}
+
+// fork: a child closes the idle sessions it inherits (the parent's pool description stays
+// the parent's alone, so the parent may unlock it); an active session is shared from then
+// on and closed, not unlocked, at its last release in either process.
+TEST_F(DirectLeaseTest, ForkClosesIdleSessionsInTheChildAndSharedOnesAreClosed) {
+  const int fd = OpenFile();
+  ASSERT_EQ(Lease(fd), LeaseOutcome::kGranted);
+  sessions_.ForkPrepare();
+  sessions_.ForkParent();  // as in the parent after fork()
+  table_->Untrack(fd);
+  sessions_.Release(session_);
+  session_ = -1;
+  EXPECT_EQ(sessions_.idle_count(), 0);  // shared: closed at its last release
+  EXPECT_EQ(owned_->count(), 0);
+  EXPECT_EQ(LockSeenBy(pool_path_), F_UNLCK);
+
+  InstallSession(lease::kDurabilityForced);
+  sessions_.Release(session_);
+  session_ = -1;
+  ASSERT_EQ(sessions_.idle_count(), 1);
+  sessions_.ForkPrepare();
+  sessions_.ForkChild();  // as in the child after fork()
+  EXPECT_EQ(sessions_.idle_count(), 0);
+  EXPECT_EQ(owned_->count(), 0);
+  close(fd);
 }
 
 TEST_F(DirectLeaseTest, ReusedDescriptorNumberIsDetectedAndDropped) {

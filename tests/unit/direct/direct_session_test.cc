@@ -59,7 +59,8 @@ TEST(DirectSessionHelloTest, RefusesEachInvalidField) {
       {"durability 4", [](lease::SessionHello& h) { h.durability = 4; }, 2, "durability"},
       {"flags", [](lease::SessionHello& h) { h.flags = 2; }, 2, "flags"},
       {"reserved 0", [](lease::SessionHello& h) { h.reserved[0] = 1; }, 2, "reserved"},
-      {"reserved 4", [](lease::SessionHello& h) { h.reserved[4] = 1ull << 63; }, 2, "reserved"},
+      {"reserved 3", [](lease::SessionHello& h) { h.reserved[3] = 1ull << 63; }, 2, "reserved"},
+      {"no stamps id", [](lease::SessionHello& h) { h.stamps_id = 0; }, 2, "stamps id"},
       {"no slots", [](lease::SessionHello& h) { h.stamp_slots = 0; }, 2, "stamp_slots"},
       {"huge slots", [](lease::SessionHello& h) { h.stamp_slots = 1ull << 61; }, 2, "stamp_slots"},
       {"one descriptor", [](lease::SessionHello&) {}, 1, "descriptors"},
@@ -432,6 +433,8 @@ class DirectSessionExchangeTest : public ::testing::Test {
     for (int fd : daemon_.fds) close(fd);
     close(leased_fd_);
     EXPECT_EQ(sessions_.open_count(), 0);
+    EXPECT_LE(sessions_.idle_count(), 1);  // kept, unlocked
+    sessions_.CloseIdle();
     EXPECT_EQ(owned_->count(), 0);
     unlink(pool_path_.c_str());
     // Nothing else may be left in the "mount root": every session name is unlinked.
@@ -495,7 +498,7 @@ TEST_F(DirectSessionExchangeTest, TheDaemonsHelloArrivesThroughTheSocketInTheRoo
   sessions_.Release(handle);
 }
 
-TEST_F(DirectSessionExchangeTest, AcquireMakesOneSessionPerMountAndDropsItWithTheLastReference) {
+TEST_F(DirectSessionExchangeTest, OneSessionPerMountUnlockedAtTheLastReferenceAndKept) {
   const char* reason = "";
   const int a = sessions_.Acquire(leased_fd_, dev_, kSources, &reason);
   ASSERT_GE(a, 0) << reason;
@@ -509,24 +512,63 @@ TEST_F(DirectSessionExchangeTest, AcquireMakesOneSessionPerMountAndDropsItWithTh
   EXPECT_EQ(sessions_.open_count(), 1);
   // The lock is the session's own (the daemon opened the pool anew for it).
   const int probe = open(pool_path_.c_str(), O_RDWR | O_CLOEXEC);
+  auto lock_seen = [probe] {
+    struct flock lock = {};
+    lock.l_type = F_WRLCK;
+    lock.l_start = lease::kClientLockOffset;
+    lock.l_len = lease::kClientLockLength;
+    EXPECT_EQ(fcntl(probe, F_OFD_GETLK, &lock), 0);
+    return lock.l_type;
+  };
+  EXPECT_EQ(lock_seen(), F_RDLCK);
+  const int pool_fd = sessions_.Get(a).pool_fd.load();
+  sessions_.Release(a);
+  EXPECT_EQ(lock_seen(), F_RDLCK);
+  sessions_.Release(b);
+  // Idle: unlocked (nothing keeps the pool from a daemon, mkfs or fsck), but kept.
+  EXPECT_EQ(lock_seen(), F_UNLCK);
+  EXPECT_TRUE(IsOpen(pool_fd));
+  EXPECT_EQ(sessions_.open_count(), 0);
+  EXPECT_EQ(sessions_.idle_count(), 1);
+  // The next reference locks it again, without asking the daemon.
+  const int c = sessions_.Acquire(leased_fd_, dev_, kSources, &reason);
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(daemon_.ioctl_calls, 1);
+  EXPECT_EQ(lock_seen(), F_RDLCK);
+  // A discarded session (its daemon is not the mount's any more) is closed, not kept.
+  sessions_.Discard(c);
+  sessions_.Release(c);
+  EXPECT_FALSE(IsOpen(pool_fd));
+  EXPECT_EQ(sessions_.idle_count(), 0);
+  EXPECT_EQ(lock_seen(), F_UNLCK);
+  close(probe);
+}
+
+// An idle session whose pool someone is rewriting (mkfs --force and fsck --repair hold a
+// write lock while they do) cannot be locked again: it is closed and a new exchange
+// decides.
+TEST_F(DirectSessionExchangeTest, AnIdleSessionThatCannotBeLockedAgainIsClosed) {
+  const char* reason = "";
+  const int a = sessions_.Acquire(leased_fd_, dev_, kSources, &reason);
+  ASSERT_GE(a, 0) << reason;
+  if (daemon_.thread.joinable()) daemon_.thread.join();
+  close(daemon_.fds[0]);
+  daemon_.fds[0] = -1;
+  const int pool_fd = sessions_.Get(a).pool_fd.load();
+  sessions_.Release(a);
+  ASSERT_TRUE(IsOpen(pool_fd));
+  const int writer = open(pool_path_.c_str(), O_RDWR | O_CLOEXEC);
   struct flock lock = {};
   lock.l_type = F_WRLCK;
   lock.l_start = lease::kClientLockOffset;
   lock.l_len = lease::kClientLockLength;
-  ASSERT_EQ(fcntl(probe, F_OFD_GETLK, &lock), 0);
-  EXPECT_EQ(lock.l_type, F_RDLCK);
-  const int pool_fd = sessions_.Get(a).pool_fd.load();
-  sessions_.Release(a);
-  EXPECT_TRUE(IsOpen(pool_fd));
-  sessions_.Release(b);
+  ASSERT_EQ(fcntl(writer, F_OFD_SETLK, &lock), 0);
+  daemon_.ioctl_error = EPERM;  // the next exchange is refused
+  EXPECT_EQ(sessions_.Acquire(leased_fd_, dev_, kSources, &reason), -EPERM);
+  EXPECT_EQ(daemon_.ioctl_calls, 2);
   EXPECT_FALSE(IsOpen(pool_fd));
-  lock = {};
-  lock.l_type = F_WRLCK;
-  lock.l_start = lease::kClientLockOffset;
-  lock.l_len = lease::kClientLockLength;
-  ASSERT_EQ(fcntl(probe, F_OFD_GETLK, &lock), 0);
-  EXPECT_EQ(lock.l_type, F_UNLCK);
-  close(probe);
+  EXPECT_EQ(sessions_.idle_count(), 0);
+  close(writer);
 }
 
 // A failed attempt is not repeated for every descriptor: the next ones within the retry

@@ -28,6 +28,7 @@ inline constexpr uint64_t kPoolSize = 256 * kBlock;
 inline constexpr uint64_t kDataOffset = 24 * kBlock;
 inline constexpr uint8_t kUuid[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 inline constexpr uint64_t kStampSlots = 64;
+inline constexpr uint64_t kStampsId = 0x5eed5eed5eed5eedull;
 
 inline void SealSuperblock(format::Superblock& sb) {
   sb.crc = core::Crc32c(0, &sb, offsetof(format::Superblock, crc));
@@ -91,6 +92,7 @@ inline lease::SessionHello MakeHello(uint32_t durability = lease::kDurabilityFor
   h.durability = durability;
   memcpy(h.uuid, kUuid, sizeof(kUuid));
   h.stamp_slots = kStampSlots;
+  h.stamps_id = kStampsId;
   return h;
 }
 

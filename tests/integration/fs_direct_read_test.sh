@@ -13,7 +13,11 @@
 #    rename-over succeed too, and the reader keeps reading the file it opened;
 #  - WALFS_DIRECT_READS=0: no read lease, reads through FUSE;
 #  - walfsctl status counts read leases apart from write leases, and both end with
-#    their descriptors; fsck is clean afterwards.
+#    their descriptors;
+#  - a process reading file after file sets up one session and keeps it, unlocked,
+#    between files: a remount (a new daemon) takes the pool meanwhile, and the kept
+#    session is replaced at the process's next lease, whose reads and writes land in the
+#    files they name; fsck is clean afterwards.
 source "$(dirname "$0")/lib/common.sh"
 
 require_fuse
@@ -249,6 +253,76 @@ done
 wait_field read_leases_active 0
 walfsctl_out=$("$WALFSCTL" status "$M")
 grep -q "read leases held" <<<"$walfsctl_out" || fail "walfsctl status has no read leases: $walfsctl_out"
+
+log "one session per process: kept, unlocked, between files; replaced after a remount"
+for f in seg7 seg8; do
+  python3 - "$M/$f" <<'PY'
+import os, sys
+from rec import rec, PAGE
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+os.pwrite(fd, b"".join(rec(i, 7) for i in range(2048)), 0)
+os.close(fd)
+PY
+done
+mkfifo "$WORK/go7" "$WORK/done7"
+LD_PRELOAD=$LIB WALFS_DIRECT_DEBUG=1 python3 - "$M" "$WORK/go7" "$WORK/done7" 2>"$WORK/debug7" <<'PY' &
+import os, sys
+from rec import rec, PAGE
+mnt, go, done = sys.argv[1:]
+def check(name):
+    fd = os.open(os.path.join(mnt, name), os.O_RDONLY)
+    bad = [i for i in range(2048) if os.pread(fd, PAGE, i * PAGE) != rec(i, 7)]
+    os.close(fd)
+    return bad
+bad = check("seg7") + check("seg8") + check("seg7")
+open(done, "w").write(("read" if not bad else f"{len(bad)} records wrong") + "\n")
+open(go).read()
+# The mount is a new daemon's now: read and write through it.
+bad = check("seg8")
+fd = os.open(os.path.join(mnt, "seg7"), os.O_RDWR)
+for i in range(0, 2048, 2):
+    os.pwrite(fd, rec(i, 9), i * PAGE)
+os.close(fd)
+open(done, "w").write(("ok" if not bad else f"{len(bad)} records wrong after the remount") + "\n")
+PY
+client=$!
+result=$(cat "$WORK/done7")
+[ "$result" = read ] || fail "before the remount: $result"
+sessions=$(grep -c "session for device" "$WORK/debug7")
+[ "$sessions" = 1 ] || fail "three files read in one process set up $sessions sessions: $(cat "$WORK/debug7")"
+[ "$(grep -c "read lease granted" "$WORK/debug7")" = 3 ] || fail "not one read lease per file: $(cat "$WORK/debug7")"
+old_dev=$(mountpoint -d "$M")
+# The client keeps its session, unlocked: a new daemon may take the pool (it refuses a
+# locked one, L6).
+umount_walfs "$M"
+PMEM_IS_PMEM_FORCE=1 mount_walfs "$POOL" "$M"
+log "remounted: device $old_dev before, $(mountpoint -d "$M") now"
+echo go >"$WORK/go7"
+result=$(cat "$WORK/done7")
+wait "$client" || fail "the client of the remount exited with an error: $(cat "$WORK/debug7")"
+[ "$result" = ok ] || fail "$result"
+[ "$(walfs_status_field "$M" read_leases_granted)" = 1 ] || fail "no read lease from the new daemon"
+[ "$(walfs_status_field "$M" leases_granted)" = 1 ] || fail "no write lease from the new daemon"
+if [ "$old_dev" = "$(mountpoint -d "$M")" ]; then
+  # The kept session is the old daemon's: the first reply names other stamps.
+  grep -q "a kept session was an earlier daemon's" "$WORK/debug7" ||
+    fail "the kept session of the old daemon was not replaced: $(cat "$WORK/debug7")"
+fi
+[ "$(grep -c "session for device" "$WORK/debug7")" = 2 ] || fail "no new session after the remount: $(cat "$WORK/debug7")"
+python3 - "$M/seg7" <<'PY' || fail "the stores after the remount did not land in seg7"
+import os, sys
+from rec import rec, PAGE
+fd = os.open(sys.argv[1], os.O_RDONLY)
+bad = [i for i in range(2048) if os.pread(fd, PAGE, i * PAGE) != rec(i, 9 if i % 2 == 0 else 7)]
+sys.exit(1 if bad else 0)
+PY
+python3 - "$M/seg8" <<'PY' || fail "seg8 changed after the remount"
+import os, sys
+from rec import rec, PAGE
+fd = os.open(sys.argv[1], os.O_RDONLY)
+sys.exit(1 if any(os.pread(fd, PAGE, i * PAGE) != rec(i, 7) for i in range(2048)) else 0)
+PY
+rm -f "$M/seg7" "$M/seg8"
 
 umount_walfs "$M"
 fsck_out=$("$FSCK" "$POOL" 2>&1) || fail "fsck.walfs after the run: $fsck_out"

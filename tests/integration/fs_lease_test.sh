@@ -73,7 +73,7 @@ out=$("$PROBE" lease "$M/$SEG") || fail "lease refused in pmem mode: $out"
 # expect_field KEY VALUE: the probe's answer has KEY=VALUE.
 expect_field() { [ "$(probe_field "$out" "$1")" = "$2" ] || fail "$1 is not $2: $out"; }
 expect_field session ok
-expect_field hello_version 3
+expect_field hello_version 4
 expect_field durability 3
 expect_field fds 2
 expect_field peer_uid 0
@@ -87,9 +87,11 @@ expect_field image_fd 0
 expect_field stamps_map_write EPERM
 expect_field stamps_write EPERM
 expect_field magic 0x4c534657
-expect_field version 3
+expect_field version 4
 expect_field leased_size $((16 << 20))
 expect_field reply_uuid_match 1
+expect_field reply_stamps_id_match 1
+[ "$(probe_field "$out" stamps_id)" != 0 ] || fail "no stamps id: $out"
 expect_field runs_in_data_area 1
 [ "$(probe_field "$out" stamp_word)" = "$(probe_field "$out" stamp)" ] || fail "stamp word: $out"
 ! grep -q -e path -e /dev/shm <<<"$out" || fail "a path in the session or the reply: $out"

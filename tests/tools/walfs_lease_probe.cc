@@ -1,4 +1,4 @@
-// walfs_lease_probe: speaks direct-access protocol v3 (fs/lease_protocol.h) to a walfs
+// walfs_lease_probe: speaks direct-access protocol v4 (fs/lease_protocol.h) to a walfs
 // daemon the way a client does, without the client library, so that integration tests
 // can check the daemon side on its own (never installed).
 //
@@ -29,7 +29,7 @@
 //
 // Output: key=value lines. `session` (and every command that sets one up) prints
 //   session=ok, hello_magic, hello_version, durability (1 map_sync, 2 device, 3 forced),
-//   hello_flags, uuid (hex), stamp_slots, fds (descriptors received), peer_uid,
+//   hello_flags, uuid (hex), stamp_slots, stamps_id (hex), fds (descriptors received), peer_uid,
 //   peer_pid (SO_PEERCRED of the daemon's connection), pool_type (regular|char),
 //   pool_access (rdwr|rdonly|wronly), pool_fdinfo_pos, pool_fdinfo_flags (octal, from
 //   /proc/self/fdinfo), pool_size, superblock_uuid_match (0|1), data_offset,
@@ -37,7 +37,8 @@
 //   stamps_write (ok|errno name), stamps_map_read (ok|errno name), image_fd (0|1).
 // `lease` adds magic, version, access, flags, ino, leased_size, block_size, stamp,
 //   stamp_offset, stamp_word (the word at stamp_offset in the stamps memfd),
-//   reply_uuid_match (0|1), runs, run<i>=file_offset,pool_offset,length, and
+//   reply_uuid_match (0|1), reply_stamps_id_match (0|1), runs,
+//   run<i>=file_offset,pool_offset,length, and
 //   runs_in_data_area (0|1: every run inside [data_offset, pool size), L1).
 // Exit: 0 done, 3 the lease was refused ("refused errno=NAME"), 4 the session ioctl was
 // refused ("session refused errno=NAME"), 5 no valid hello arrived ("session failed:
@@ -152,8 +153,9 @@ bool Describe(Session& s) {
   const lease::SessionHello& h = s.hello;
   std::printf("session=ok\nhello_magic=%#x\nhello_version=%u\ndurability=%u\nhello_flags=%u\n",
               h.magic, h.version, h.durability, h.flags);
-  std::printf("uuid=%s\nstamp_slots=%llu\nimage_fd=%d\n", Hex(h.uuid, 16).c_str(),
-              static_cast<unsigned long long>(h.stamp_slots), s.image >= 0 ? 1 : 0);
+  std::printf("uuid=%s\nstamp_slots=%llu\nstamps_id=%llx\nimage_fd=%d\n", Hex(h.uuid, 16).c_str(),
+              static_cast<unsigned long long>(h.stamp_slots),
+              static_cast<unsigned long long>(h.stamps_id), s.image >= 0 ? 1 : 0);
   struct stat st;
   if (fstat(s.pool, &st) != 0) return false;
   const int fl = fcntl(s.pool, F_GETFL);
@@ -418,8 +420,9 @@ int main(int argc, char** argv) {
       }
     }
     if (!a.no_session) {
-      std::printf("reply_uuid_match=%d\nruns_in_data_area=%d\n",
-                  std::memcmp(r.uuid, session.hello.uuid, 16) == 0 ? 1 : 0, inside ? 1 : 0);
+      std::printf("reply_uuid_match=%d\nreply_stamps_id_match=%d\nruns_in_data_area=%d\n",
+                  std::memcmp(r.uuid, session.hello.uuid, 16) == 0 ? 1 : 0,
+                  r.stamps_id == session.hello.stamps_id ? 1 : 0, inside ? 1 : 0);
       uint64_t word = 0;
       const bool ok = r.stamp_offset % 8 == 0 &&
                       pread(session.stamps, &word, sizeof(word),

@@ -1,15 +1,17 @@
 // The production persistor and the pmem instantiation of the write path.
 #include "fs/direct/direct_write.h"
 
-#include <libpmem.h>
+#include "fs/direct/pmem_calls.h"
 
 namespace walfs::direct {
 
+// LoadedPmem() is not null here: a write lease is granted only after LoadPmem succeeded
+// (LeasePending), and the entry's publication orders that before this load.
 void PmemPersistor::Store(const MappedRun& run, uint64_t offset, const void* src, size_t n) {
-  pmem_memcpy_nodrain(run.pool_addr + offset, src, n);
+  LoadedPmem()->memcpy_nodrain(run.pool_addr + offset, src, n);
 }
 
-void PmemPersistor::Drain() { pmem_drain(); }
+void PmemPersistor::Drain() { LoadedPmem()->drain(); }
 
 bool DirectFlagsOk(int flags) {
   return (flags & ~(RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT)) == 0;

@@ -27,6 +27,7 @@
 #include "fs/direct/fd_table.h"
 #include "fs/direct/lease.h"
 #include "fs/direct/owned_fds.h"
+#include "fs/direct/pmem_calls.h"
 #include "fs/direct/session.h"
 #include "fs/direct/switches.h"
 
@@ -125,7 +126,16 @@ void ForkChild() {
 
 __attribute__((constructor)) void Init() {
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
-  if (!DirectEnabled()) DebugLog("WALFS_DIRECT=0: inert");
+  if (!DirectEnabled()) {
+    DebugLog("WALFS_DIRECT=0: inert");
+    return;
+  }
+  // The server's backends are its forks: load libpmem once, here, so that none of them
+  // pays for it at its first WAL write (pmem_calls.h).
+  if (IsPostgresServer()) {
+    const char* reason = "";
+    if (LoadPmem(&reason) == nullptr) DebugLog("%s: writes will go to the kernel", reason);
+  }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "fs/direct/lease_mapping.h"
 #include "fs/direct/mounts.h"
+#include "fs/direct/pmem_calls.h"
 #include "fs/direct/real_calls.h"
 #include "fs/direct/switches.h"
 
@@ -221,6 +222,13 @@ LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
     // Not the file opened: neither ioctl may go to whatever fd is now.
     outcome = LeaseOutcome::kReused;
     DebugLog("fd %d: no lease: no longer the file opened", fd);
+  }
+  if (outcome == LeaseOutcome::kGranted && access == lease::kAccessWrite) {
+    const char* reason = "";
+    if (LoadPmem(&reason) == nullptr) {
+      outcome = LeaseOutcome::kNoPmem;
+      DebugLog("fd %d: no lease: %s", fd, reason);
+    }
   }
   int session = -1;
   if (outcome == LeaseOutcome::kGranted) {

@@ -78,6 +78,9 @@ for i in range(2048):
 if os.pread(fd, PAGE, 2048 * PAGE) != b"":
     sys.exit("read past EOF returned bytes")
 os.close(fd)
+# Reads need no libpmem: a program that only reads never loads it.
+if "libpmem" in open("/proc/self/maps").read():
+    sys.exit("a reader loaded libpmem")
 PY
 grep -q "read lease granted" "$WORK/debug1" || fail "no read lease: $(cat "$WORK/debug1")"
 after=$(fuse_reads)
@@ -283,6 +286,9 @@ fd = os.open(os.path.join(mnt, "seg7"), os.O_RDWR)
 for i in range(0, 2048, 2):
     os.pwrite(fd, rec(i, 9), i * PAGE)
 os.close(fd)
+# Its first write lease loaded libpmem.
+if "libpmem" not in open("/proc/self/maps").read():
+    bad.append("libpmem not loaded by a writer")
 open(done, "w").write(("ok" if not bad else f"{len(bad)} records wrong after the remount") + "\n")
 PY
 client=$!

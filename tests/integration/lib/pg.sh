@@ -204,7 +204,8 @@ pg_private_check() {
 # pg_direct_bypass W [COMMITS]: with WALFS_PG_DIRECT=1, COMMITS (default 500) autocommit
 # INSERTs into a table of their own must reach the daemon as (almost) no FUSE WRITE: each
 # is one WAL flush, a WRITE request each through FUSE, stored by the server itself with
-# direct access (at most a new segment's zero-fill goes through the daemon).
+# direct access (at most a new segment's zero-fill goes through the daemon), and the
+# postmaster has libpmem loaded.
 pg_direct_bypass() {
   [ "$WALFS_PG_DIRECT" = 1 ] || return 0
   local w=$1 commits=${2:-500} sql=$1/run/bypass.sql writes0 writes1 i
@@ -217,6 +218,9 @@ pg_direct_bypass() {
   log "direct access: $commits commits made $((writes1 - writes0)) FUSE writes"
   (((writes1 - writes0) * 5 < commits)) ||
     fail "direct access: $commits commits made $((writes1 - writes0)) FUSE writes"
+  # The server loads libpmem at start, so that its backends inherit it.
+  grep -q libpmem "/proc/$(pg_postmaster_pid "$w")/maps" ||
+    fail "direct access: the postmaster has not loaded libpmem"
 }
 
 # pg_direct_check MNT: with WALFS_PG_DIRECT=1, the daemon at MNT has granted leases (so

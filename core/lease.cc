@@ -23,10 +23,10 @@ absl::StatusOr<Lease> Pool::AcquireReadLease(InodeId ino) {
 
 absl::StatusOr<Lease> Pool::GrantLease(InodeId ino, LeaseUse use) {
   if (absl::Status s = Writable(); !s.ok()) return s;
-  if (mode_ != DurabilityMode::kPmem) {
+  if (mode_ != DurabilityMode::kPmem && use != LeaseUse::kRead) {
     // In msync mode a store is durable only after an msync of the pool, which only the
     // daemon issues: a client storing on its own could acknowledge a commit that is not
-    // durable.
+    // durable. A copy out needs no durability.
     return PosixError("direct access needs pmem mode (this pool runs in msync mode)",
                       EOPNOTSUPP);
   }
@@ -44,8 +44,9 @@ absl::StatusOr<Lease> Pool::GrantLease(InodeId ino, LeaseUse use) {
   lease.ino = ino;
   {
     MutexLock il(&in.mu);
-    // In pmem mode a size is committed before the write that set it returns, so the
-    // whole of [0, size) is allocated (format.h: size <= allocation) and durable.
+    // The whole of [0, size) is allocated (format.h: size <= allocation); in pmem mode
+    // it is also durable, since a size is committed before the write that set it
+    // returns (what a write lease needs; a read lease only copies out).
     lease.size = in.rec.size;
   }
   if (lease.size == 0) {

@@ -322,12 +322,13 @@ int RunDaemon(const Options& options) {
                                       getenv("PMEM_IS_PMEM_FORCE")),
       .page_cache = experiments->page_cache};
   std::unique_ptr<LeaseStamps> lease_stamps;
-  if (DecideDirectAccess(access_inputs).available()) {
+  const DirectAccess offered = DecideDirectAccess(access_inputs);
+  if (offered.reads_available()) {
     absl::StatusOr<std::unique_ptr<LeaseStamps>> made = LeaseStamps::Create();
     if (made.ok()) {
       lease_stamps = std::move(*made);
       const std::string pages = PoolPageSizeWarning(options.pool);
-      if (!pages.empty()) Log(LOG_WARNING, "%s", pages.c_str());
+      if (!pages.empty() && offered.available()) Log(LOG_WARNING, "%s", pages.c_str());
     } else {
       access_inputs.stamps_error = std::string(made.status().message());
     }
@@ -339,8 +340,9 @@ int RunDaemon(const Options& options) {
   } else {
     Log(dir->mode() == core::DurabilityMode::kPmem && !options.read_only ? LOG_WARNING
                                                                            : LOG_INFO,
-        "direct access off (clients write through FUSE): %s",
-        direct_access.off_reason.c_str());
+        "direct access off (clients write through FUSE): %s%s",
+        direct_access.off_reason.c_str(),
+        direct_access.reads_only ? "; clients read the pool directly" : "");
   }
 
   Server server(*dir, ServerConfig{.pool = options.pool,

@@ -127,6 +127,9 @@ inline constexpr uint32_t kDurabilityMapSync = 1;  // fsdax: the client must get
 inline constexpr uint32_t kDurabilityDevice = 2;   // device-DAX: a character device
 inline constexpr uint32_t kDurabilityForced = 3;   // PMEM_IS_PMEM_FORCE=1 (tests,
                                                    // benchmarks): taken as durable
+inline constexpr uint32_t kDurabilityReadsOnly = 4;  // msync mode: a store is durable only
+                                                     // after the daemon's msync, so read
+                                                     // leases only (L7, L9)
 
 // SessionHello.flags
 inline constexpr uint32_t kHelloFlagImage = 1u << 0;  // power-cut simulation (test

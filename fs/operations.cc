@@ -650,7 +650,7 @@ void HandleSessionIoctl(fuse_req_t req, const void* in_buf, size_t in_bufsz) {
     return;
   }
   SessionSender* sender = server.session_sender();
-  if (!server.config().direct_access.available() || sender == nullptr) {
+  if (!server.config().direct_access.reads_available() || sender == nullptr) {
     refuse(EOPNOTSUPP);
     return;
   }
@@ -707,10 +707,11 @@ void HandleLeaseIoctl(fuse_req_t req, fuse_ino_t ino, FileHandle* handle,
     return;
   }
   LeaseStamps* stamps = server.lease_stamps();
-  if (!server.config().direct_access.available() || stamps == nullptr) {
-    // msync mode, read-only, the page_cache experiment (the kernel would cache file
-    // pages that a client's stores never update), or no stamps: leases could not be
-    // revoked (L4, L7).
+  const DirectAccess& offered = server.config().direct_access;
+  if (!(read ? offered.reads_available() : offered.available()) || stamps == nullptr) {
+    // Read-only, the page_cache experiment (the kernel would cache file pages that a
+    // client's stores never update), or no stamps: leases could not be revoked (L4);
+    // a write lease in msync mode, where a client's store is not durable (L7).
     refuse(EOPNOTSUPP);
     return;
   }

@@ -55,6 +55,7 @@ std::string Server::StatusJson() const {
   s.read_leases_released = read_leases_.released();
   s.read_leases_revoked = read_leases_.revoked();
   s.direct_access = config_.direct_access.available();
+  s.direct_reads = config_.direct_access.reads_available();
   s.direct_access_reason = config_.direct_access.off_reason;
   s.direct_durability = DurabilityName(config_.direct_access.durability);
   s.sessions_granted = sessions_granted.load(std::memory_order_relaxed);

@@ -59,6 +59,7 @@ const char* DurabilityName(uint32_t durability) {
     case lease::kDurabilityMapSync: return "map_sync";
     case lease::kDurabilityDevice: return "device";
     case lease::kDurabilityForced: return "forced";
+    case lease::kDurabilityReadsOnly: return "reads_only";
   }
   return "none";
 }
@@ -69,6 +70,10 @@ DirectAccess DecideDirectAccess(const DirectAccessInputs& in) {
     d.off_reason = "read-only mount";
   } else if (!in.pmem_mode || in.durability == 0) {
     d.off_reason = "msync mode: a copy + drain is not durable on this pool";
+    // A copy out needs no durability: the client's mapping is the pool file's page
+    // cache, where the daemon's stores land.
+    d.reads_only = !in.page_cache && in.stamps_error.empty();
+    if (d.reads_only) d.durability = lease::kDurabilityReadsOnly;
   } else if (in.page_cache) {
     d.off_reason = "page_cache experiment: the kernel caches file pages that direct "
                    "stores would not update";

@@ -33,14 +33,18 @@ inline bool MayUseDirectAccess(uid_t caller, uid_t pool_owner) {
 // kDurabilityForced; else a mapping libpmem found to be pmem (a file on fsdax, which it
 // maps with MAP_SYNC) is kDurabilityMapSync. 0 when stores need msync (not durable).
 uint32_t SessionDurability(bool device, bool region_is_pmem, const char* force_env);
-// "device", "map_sync", "forced", or "none" for 0: for the status document.
+// "device", "map_sync", "forced", "reads_only", or "none" for 0: for the status document.
 const char* DurabilityName(uint32_t durability);
 
 // Whether the daemon offers direct access, and if not, why (status "direct_access").
+// Where stores cannot be made durable by a client (msync mode) it may still offer reads:
+// sessions with kDurabilityReadsOnly and read leases only (status "direct_reads").
 struct DirectAccess {
   uint32_t durability = 0;  // kDurability*, 0 when off
   std::string off_reason;   // empty when available
+  bool reads_only = false;  // off for writes, read leases granted (msync mode)
   bool available() const { return off_reason.empty(); }
+  bool reads_available() const { return available() || reads_only; }
 };
 struct DirectAccessInputs {
   bool read_only = false;

@@ -97,6 +97,7 @@ std::string StatusJson(const DaemonStatus& s) {
   j.Num("read_leases_revoked", s.read_leases_revoked);
   j.Num("leases_refused", s.leases_refused);
   j.Bool("direct_access", s.direct_access);
+  j.Bool("direct_reads", s.direct_reads);
   j.Str("direct_access_off_reason", s.direct_access_reason);
   j.Str("direct_access_durability", s.direct_durability);
   j.Num("sessions_granted", s.sessions_granted);

@@ -44,8 +44,11 @@
 //   "direct_access":  true when the daemon grants sessions and leases
 //   "direct_access_off_reason": "" when it does; else why not (read-only mount, msync
 //                     mode, the page_cache experiment, no revocation stamps)
-//   "direct_access_durability": "device" | "map_sync" | "forced" | "none": why a copy +
-//                     drain into the pool is durable (lease_protocol.h kDurability*)
+//   "direct_access_durability": "device" | "map_sync" | "forced" | "reads_only" |
+//                     "none": why a copy + drain into the pool is durable
+//                     (lease_protocol.h kDurability*)
+//   "direct_reads":   true when the daemon grants sessions and read leases: with
+//                     direct_access, or alone where writes cannot be direct (msync mode)
 //   "sessions_granted": session hellos delivered to clients
 //   "sessions_refused": session requests refused, or accepted but not delivered
 //   "software_version": the daemon's version (WALFS_VERSION)
@@ -100,6 +103,7 @@ struct DaemonStatus {
   uint64_t read_leases_released = 0;
   uint64_t read_leases_revoked = 0;
   bool direct_access = false;
+  bool direct_reads = false;
   std::string direct_access_reason;
   std::string direct_durability = "none";
   uint64_t sessions_granted = 0;

@@ -207,6 +207,12 @@ std::string RenderPrometheus(const StatusDoc& doc) {
              *direct ? 1.0 : 0.0,
              absl::StrCat("durability=\"", Escape(Str(doc, "direct_access_durability")), "\""));
   }
+  if (auto reads = Bool(doc, "direct_reads")) {
+    e.Sample("walfs_direct_reads", "gauge",
+             "1 when the daemon grants direct-access sessions and read leases (with "
+             "walfs_direct_access, or alone in msync mode).",
+             *reads ? 1.0 : 0.0);
+  }
 
   auto latency = doc.find("latency");
   if (latency != doc.end() && latency->is_object()) {
@@ -272,7 +278,7 @@ const std::set<std::string, std::less<>>& ShownKeys() {
       "journal_replays", "orphans_reclaimed", "zeroed_blocks", "fuse_fsync", "fuse_fsyncdir",
       "fuse_flush", "leases_granted", "leases_released", "leases_active", "leases_refused",
       "read_leases_granted", "read_leases_released", "read_leases_active", "read_leases_revoked",
-      "direct_access", "direct_access_off_reason", "direct_access_durability",
+      "direct_access", "direct_reads", "direct_access_off_reason", "direct_access_durability",
       "sessions_granted", "sessions_refused",
       "software_version", "uptime_seconds", "persist_error", "enospc_errors", "eio_errors",
       "usage_warning_level", "latency"};
@@ -352,8 +358,11 @@ std::string RenderHuman(const StatusDoc& doc, const std::string& mountpoint) {
                                                       " replayed at open")));
   const auto direct = Bool(doc, "direct_access");
   std::string access = "?";
+  const auto reads = Bool(doc, "direct_reads");
   if (direct && *direct) {
     access = absl::StrCat("available (durability ", Str(doc, "direct_access_durability"), ")");
+  } else if (direct && reads && *reads) {
+    access = absl::StrCat("reads only (", Str(doc, "direct_access_off_reason"), ")");
   } else if (direct) {
     access = absl::StrCat("off (", Str(doc, "direct_access_off_reason"), ")");
   }

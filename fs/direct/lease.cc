@@ -223,13 +223,6 @@ LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
     outcome = LeaseOutcome::kReused;
     DebugLog("fd %d: no lease: no longer the file opened", fd);
   }
-  if (outcome == LeaseOutcome::kGranted && access == lease::kAccessWrite) {
-    const char* reason = "";
-    if (LoadPmem(&reason) == nullptr) {
-      outcome = LeaseOutcome::kNoPmem;
-      DebugLog("fd %d: no lease: %s", fd, reason);
-    }
-  }
   int session = -1;
   if (outcome == LeaseOutcome::kGranted) {
     const char* reason = "";
@@ -237,6 +230,18 @@ LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
     if (session < 0) {
       outcome = LeaseOutcome::kNoSession;
       DebugLog("fd %d: no lease: no session: %s: %s", fd, reason, strerror(-session));
+    } else if (access == lease::kAccessWrite &&
+               sessions.Get(session).facts.durability == lease::kDurabilityReadsOnly) {
+      // msync mode: only the daemon can make a store durable (L7). Not asked.
+      outcome = LeaseOutcome::kNotDurable;
+      DebugLog("fd %d: no write lease: the pool serves reads only (msync mode)", fd);
+    }
+  }
+  if (outcome == LeaseOutcome::kGranted && access == lease::kAccessWrite) {
+    const char* reason = "";
+    if (LoadPmem(&reason) == nullptr) {
+      outcome = LeaseOutcome::kNoPmem;
+      DebugLog("fd %d: no lease: %s", fd, reason);
     }
   }
   // 712 bytes: on the stack, as a write may run anywhere.

@@ -96,6 +96,7 @@ enum class LeaseOutcome {
                  // to the kernel until NoteSeek finds data in it
   kPinFailed,    // LeasePending: no private duplicate below the table's bound
   kNoPmem,       // a write lease, and libpmem cannot be loaded (pmem_calls.h)
+  kNotDurable,   // a write lease on a pool that serves reads only (msync mode, L7)
   kNoSession,    // no session with the daemon (refused, timed out, failed its checks)
   kIoctlFailed,  // the daemon refused (EOPNOTSUPP in msync mode, ENODATA when empty...)
   kInvalid,      // the reply failed ValidateReply or CheckReplyInSession

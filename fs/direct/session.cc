@@ -95,7 +95,7 @@ const char* ValidateHello(const lease::SessionHello& h, int descriptor_count) {
   if (h.magic != lease::kMagic) return "bad hello magic";
   if (h.version != lease::kVersion) return "unknown hello version";
   if (h.durability != lease::kDurabilityMapSync && h.durability != lease::kDurabilityDevice &&
-      h.durability != lease::kDurabilityForced) {
+      h.durability != lease::kDurabilityForced && h.durability != lease::kDurabilityReadsOnly) {
     return "unknown durability";
   }
 #ifdef WALFS_TEST_FACILITIES

@@ -17,8 +17,8 @@
 #    stamp): the next write goes through FUSE;
 #  - a client of another user gets no session and no lease (L5) and writes through
 #    FUSE, no error;
-#  - msync mode: the daemon refuses sessions (so leases), every write goes through FUSE,
-#    no error.
+#  - msync mode: sessions say reads only, so no write lease is asked and every write goes
+#    through FUSE, no error; reads are copied out of the pool under read leases.
 source "$(dirname "$0")/lib/common.sh"
 
 require_fuse
@@ -75,6 +75,19 @@ int main(int argc, char **argv) {
     long off = atol(argv[3]), len = atol(argv[4]), count = atol(argv[6]);
     for (long i = 0; i < count; i++)
       if (put(fd, off + i * len, len, argv[5][0])) return 1;
+    return close(fd) == 0 ? 0 : err("close");
+  }
+  if (!strcmp(cmd, "read") && argc == 7) {  /* read FILE OFF LEN CHAR COUNT: each byte CHAR */
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return err("open");
+    long off = atol(argv[3]), len = atol(argv[4]), count = atol(argv[6]);
+    char *buf = malloc(len);
+    for (long i = 0; i < count; i++) {
+      if (pread(fd, buf, len, off + i * len) != len) return err("pread");
+      for (long j = 0; j < len; j++)
+        if (buf[j] != argv[5][0]) { fprintf(stderr, "byte %ld differs\n", off + i * len + j); return 1; }
+    }
+    free(buf);
     return close(fd) == 0 ? 0 : err("close");
   }
   if (!strcmp(cmd, "wseq") && argc == 5) {  /* wseq FILE LEN COUNT: write(2) from offset 0 */
@@ -358,7 +371,7 @@ wait_field "$M" leases_active 0
 umount_walfs "$M"
 "$FSCK" "$POOL" >/dev/null || fail "fsck after the direct-access tests: $("$FSCK" "$POOL" 2>&1)"
 
-log "msync mode: no lease, every write through FUSE"
+log "msync mode: no write lease, every write through FUSE; reads from the pool"
 POOL2=$WORK/pool-msync
 M2=$WORK/mnt-msync
 make_pool "$POOL2" 64M
@@ -367,10 +380,15 @@ new_segment "$M2/$SEG"
 writes0=$(walfs_status_field "$M2" writes)
 direct write "$M2/$SEG" 0 8192 m 16 || fail "write in msync mode"
 (($(walfs_status_field "$M2" writes) == writes0 + 16)) || fail "msync-mode writes not through FUSE"
-# The library asks for a session first: msync mode refuses it, so no lease is asked.
-[ "$(walfs_status_field "$M2" sessions_refused)" = 1 ] || fail "msync mode did not refuse the session"
-[ "$(walfs_status_field "$M2" direct_access)" = False ] || fail "msync mode offers direct access"
-[ "$(walfs_status_field "$M2" leases_granted)" = 0 ] || fail "msync mode granted a lease"
+# The library asks for a session first: it says reads only, so no write lease is asked.
+[ "$(walfs_status_field "$M2" sessions_granted)" = 1 ] || fail "msync mode: no session"
+[ "$(walfs_status_field "$M2" direct_access)" = False ] || fail "msync mode offers direct writes"
+[ "$(walfs_status_field "$M2" leases_granted)" = 0 ] || fail "msync mode granted a write lease"
+[ "$(walfs_status_field "$M2" leases_refused)" = 0 ] || fail "msync mode: a write lease was asked for"
+reads0=$(walfs_status_field "$M2" reads)
+direct read "$M2/$SEG" 0 8192 m 16 || fail "read in msync mode"
+[ "$(walfs_status_field "$M2" reads)" = "$reads0" ] || fail "msync-mode reads went through FUSE"
+[ "$(walfs_status_field "$M2" read_leases_granted)" = 1 ] || fail "msync mode: no read lease"
 expect_bytes "$M2/$SEG" 0 $((16 * 8192)) m
 umount_walfs "$M2"
 "$FSCK" "$POOL2" >/dev/null || fail "fsck of the msync pool"

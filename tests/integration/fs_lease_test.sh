@@ -9,8 +9,9 @@
 #    stamps word, and a store through the session's pool descriptor reads back through
 #    the mount;
 #  - refusals: a read-only handle (EBADF), an empty file (ENODATA), a directory or
-#    another command (ENOTTY), msync mode (EOPNOTSUPP for the session and for a lease
-#    asked without one); each counted in status;
+#    another command (ENOTTY), msync mode (EOPNOTSUPP for a write lease, and for a
+#    lease asked without a session; sessions there say reads only and read leases are
+#    granted); each counted in status;
 #  - while a lease is held: truncate below it fails with ETXTBSY from any process;
 #    unlinking it keeps its blocks (df, a new segment does not get them) until release;
 #    status shows it active;
@@ -171,19 +172,26 @@ cmp "$M/000000010000000000000002" <(head -c $((16 << 20)) /dev/zero) || fail "se
 umount_walfs "$M"
 "$FSCK" "$POOL" >/dev/null || fail "fsck after the lease tests: $("$FSCK" "$POOL" 2>&1)"
 
-# --- msync mode: no leases ----------------------------------------------------------
+# --- msync mode: read leases only (L7) ------------------------------------------------
 unset PMEM_IS_PMEM_FORCE
 POOL2=$WORK/pool-msync
 M2=$WORK/mnt-msync
 make_pool "$POOL2" 64M
 mount_walfs "$POOL2" "$M2"
 dd if=/dev/zero of="$M2/$SEG" bs=1M count=16 status=none
-rc=0
-out=$("$PROBE" lease "$M2/$SEG" 2>&1) || rc=$?
-[ "$rc" = 4 ] && [ "$(tail -n 1 <<<"$out")" = "session refused errno=EOPNOTSUPP" ] ||
-  fail "msync mode: expected the session refused with EOPNOTSUPP, got (exit $rc): $out"
+[ "$(walfs_status_field "$M2" direct_access)" = False ] || fail "msync mode offers direct writes"
+[ "$(walfs_status_field "$M2" direct_reads)" = True ] || fail "msync mode offers no direct reads"
+# A session says reads only; a write lease is refused, a read lease granted.
+expect_refused "msync mode, write lease" EOPNOTSUPP lease "$M2/$SEG"
+out=$("$PROBE" session "$M2/$SEG" 2>&1) || fail "msync mode: no session: $out"
+[ "$(probe_field "$out" durability)" = 4 ] || fail "msync mode: the hello does not say reads only: $out"
+out=$("$PROBE" lease "$M2/$SEG" --read 2>&1) || fail "msync mode: read lease refused: $out"
+[ "$(probe_field "$out" access)" = 2 ] || fail "msync mode: not a read lease: $out"
+[ "$(probe_field "$out" runs_in_data_area)" = 1 ] || fail "msync mode: read lease runs: $out"
+[ "$(walfs_status_field "$M2" read_leases_granted)" = 1 ] || fail "msync mode: read lease not counted"
+[ "$(walfs_status_field "$M2" leases_granted)" = 0 ] || fail "msync mode granted a write lease"
 expect_refused "msync mode, lease without a session" EOPNOTSUPP lease "$M2/$SEG" --no-session
-(($(walfs_status_field "$M2" leases_refused) >= 1)) || fail "msync refusal not counted"
+(($(walfs_status_field "$M2" leases_refused) >= 2)) || fail "msync refusals not counted"
 umount_walfs "$M2"
 
 log "fs_lease: all checks passed"

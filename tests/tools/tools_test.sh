@@ -350,15 +350,16 @@ if [ -x "$WALFS" ] && [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; the
   mkfifo -m 0604 "$M/archive/fifo"
   expect_rc 0 "$WALFSCTL" status "$M"
   expect_out "mode:"
-  expect_out "^  direct access: *off (msync mode: a copy + drain is not durable on this pool); sessions 0 granted, 0 refused; 0 write leases held (0 granted), 0 read leases held (0 granted), 0 refused"
+  expect_out "^  direct access: *reads only (msync mode: a copy + drain is not durable on this pool); sessions 0 granted, 0 refused; 0 write leases held (0 granted), 0 read leases held (0 granted), 0 refused"
   expect_rc 0 "$WALFSCTL" status "$M" --json
   expect_out '"version":1'
-  expect_out '"direct_access":false,"direct_access_off_reason":"msync mode: a copy + drain is not durable on this pool","direct_access_durability":"none","sessions_granted":0,"sessions_refused":0'
+  expect_out '"direct_access":false,"direct_reads":true,"direct_access_off_reason":"msync mode: a copy + drain is not durable on this pool","direct_access_durability":"reads_only","sessions_granted":0,"sessions_refused":0'
   expect_rc 0 "$WALFSCTL" status "$M" --prometheus
   expect_out '^walfs_build_info{.*mode="'
   expect_out "^walfs_writes_total{mountpoint=\"$M\",pool=\"$W/m.pool\"} [1-9]"
   expect_out '^walfs_pool_size_bytes{.*} [1-9]'
-  expect_out '^walfs_direct_access{.*,durability="none"} 0$'
+  expect_out '^walfs_direct_access{.*,durability="reads_only"} 0$'
+  expect_out '^walfs_direct_reads{.*} 1$'
   expect_out '^walfs_sessions_refused_total{.*} 0$'
   expect_out '^walfs_request_duration_seconds_count{.*op="write"} [1-9]'
   expect_rc 0 "$WALFSCTL" status "$M" --latency

@@ -4,9 +4,11 @@
 //
 //   walfs_lease_probe session PATH [OPTIONS]  set up a session on the mount holding PATH
 //                                             and print what came with the hello
-//   walfs_lease_probe lease FILE [--rdonly] [OPTIONS]
-//                                             session, then a lease on FILE (opened
-//                                             O_RDWR, or O_RDONLY): print the reply
+//   walfs_lease_probe lease FILE [--rdonly|--read] [OPTIONS]
+//                                             session, then a write lease on FILE
+//                                             (opened O_RDWR, or O_RDONLY), or with
+//                                             --read a read lease (O_RDONLY): print the
+//                                             reply
 //   walfs_lease_probe hold FILE [OPTIONS]     session and lease, read-lock the pool (the
 //                                             client lock range, L6) through the session's
 //                                             pool descriptor, print "held", wait for
@@ -90,6 +92,7 @@ struct Args {
   std::string mount;
   std::string token;
   bool rdonly = false;
+  bool read_lease = false;  // --read: O_RDONLY and kAccessRead
   bool no_session = false;
   bool bind_in_child = false;
   bool no_accept = false;
@@ -340,7 +343,7 @@ int OpenSession(const Args& a, int ioctl_fd, Session* out) {
 
 int Usage() {
   std::fprintf(stderr,
-               "usage: walfs_lease_probe session PATH | lease FILE [--rdonly] | hold FILE |\n"
+               "usage: walfs_lease_probe session PATH | lease FILE [--rdonly|--read] | hold FILE |\n"
                "       store FILE OFF LEN C   [--mount DIR] [--token T] [--no-session]\n"
                "       [--bind-in-child] [--no-accept]\n");
   return 2;
@@ -357,6 +360,9 @@ int main(int argc, char** argv) {
     const std::string s = argv[i];
     if (s == "--rdonly") {
       a.rdonly = true;
+    } else if (s == "--read") {
+      a.rdonly = true;
+      a.read_lease = true;
     } else if (s == "--no-session") {
       a.no_session = true;
     } else if (s == "--bind-in-child") {
@@ -393,7 +399,7 @@ int main(int argc, char** argv) {
   auto reply = std::make_unique<lease::Reply>();
   reply->magic = lease::kMagic;
   reply->version = lease::kVersion;
-  reply->access = lease::kAccessWrite;
+  reply->access = a.read_lease ? lease::kAccessRead : lease::kAccessWrite;
   if (ioctl(fd, lease::kIoctlLease, reply.get()) != 0) {
     std::printf("refused errno=%s\n", ErrnoName(errno));
     return 3;

@@ -48,6 +48,7 @@ TEST(SessionTest, DurabilityComesFromHowThePoolIsMapped) {  // L7
   EXPECT_STREQ(DurabilityName(lease::kDurabilityForced), "forced");
   EXPECT_STREQ(DurabilityName(lease::kDurabilityMapSync), "map_sync");
   EXPECT_STREQ(DurabilityName(lease::kDurabilityDevice), "device");
+  EXPECT_STREQ(DurabilityName(lease::kDurabilityReadsOnly), "reads_only");
   EXPECT_STREQ(DurabilityName(0), "none");
 }
 
@@ -65,6 +66,17 @@ TEST(SessionTest, DirectAccessIsOffForEveryReasonAndSaysWhich) {
   msync.pmem_mode = false;
   msync.durability = 0;
   EXPECT_NE(DecideDirectAccess(msync).off_reason.find("msync mode"), std::string::npos);
+  // Reads need no durability: msync mode offers sessions and read leases only.
+  EXPECT_FALSE(DecideDirectAccess(msync).available());
+  EXPECT_TRUE(DecideDirectAccess(msync).reads_available());
+  EXPECT_EQ(DecideDirectAccess(msync).durability, lease::kDurabilityReadsOnly);
+  EXPECT_FALSE(DecideDirectAccess(ro).reads_available());
+  DirectAccessInputs msync_stampless = msync;
+  msync_stampless.stamps_error = "memfd: ENOMEM";
+  EXPECT_FALSE(DecideDirectAccess(msync_stampless).reads_available());
+  DirectAccessInputs msync_cached = msync;
+  msync_cached.page_cache = true;
+  EXPECT_FALSE(DecideDirectAccess(msync_cached).reads_available());
   DirectAccessInputs cached = in;
   cached.page_cache = true;
   EXPECT_NE(DecideDirectAccess(cached).off_reason.find("page_cache"), std::string::npos);

@@ -33,6 +33,7 @@ StatusDoc SampleDoc(bool persist_error = false, bool direct = true) {
   s.uptime_seconds = 3725;
   if (persist_error) s.persist_error = "msync: Input/output error";
   s.direct_access = direct;
+  s.direct_reads = direct;
   s.direct_durability = direct ? "forced" : "none";
   if (!direct) s.direct_access_reason = "msync mode: a copy + drain is not durable on this pool";
   s.sessions_granted = 5;
@@ -157,6 +158,13 @@ TEST(StatusViewTest, HumanViewLeadsWithHealthAndSpace) {
   EXPECT_NE(text.find("direct access:   off (msync mode: a copy + drain is not durable on "
                       "this pool); sessions 5 granted"),
             std::string::npos) << text;
+  StatusDoc reads = SampleDoc(false, /*direct=*/false);
+  reads["direct_reads"] = true;
+  text = RenderHuman(reads, "/mnt");
+  EXPECT_NE(text.find("direct access:   reads only (msync mode: a copy + drain is not durable "
+                      "on this pool); sessions 5 granted"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("direct_reads"), std::string::npos) << text;
 }
 
 TEST(StatusViewTest, LatencyTable) {

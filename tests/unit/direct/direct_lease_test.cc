@@ -704,6 +704,33 @@ TEST_F(DirectLeaseTest, WritesInsideTheLeaseLandInThePoolRuns) {
 
 // A read-only descriptor takes a read lease at its first pread and copies out of the
 // pool runs; it never stores, and fsync stays the kernel's.
+// A pool in msync mode serves reads only (L7): a writable descriptor asks for nothing and
+// writes through the kernel; a read-only one takes its read lease and copies out.
+TEST_F(DirectLeaseTest, AReadsOnlySessionGrantsReadLeasesAndAsksNoWriteLease) {
+  InstallSession(lease::kDurabilityReadsOnly);
+  const int rw = OpenFile();
+  EXPECT_EQ(Lease(rw), LeaseOutcome::kNotDurable);
+  EXPECT_EQ(g_ioctl_calls, 0);
+  EXPECT_FALSE(table_->IsTracked(rw));
+  EXPECT_EQ(Write(rw, "x", 0), DirectResult::kUntracked);
+  close(rw);
+
+  ASSERT_EQ(pwrite(pool_fd_, "pool bytes", 10, 64 * kBlock), 10);
+  g_reply.access = lease::kAccessRead;
+  g_expected_access = lease::kAccessRead;
+  const int ro = OpenFile(O_RDONLY);
+  ASSERT_EQ(NoteOpen(ro, O_RDONLY, kFake, *table_), LeaseOutcome::kPending);
+  ASSERT_EQ(LeasePending(ro, kFake, *table_, sessions_), LeaseOutcome::kGranted);
+  EXPECT_EQ(g_ioctl_calls, 1);
+  std::string page(10, '\0');
+  struct iovec one = {page.data(), page.size()};
+  size_t copied = 0;
+  ASSERT_EQ(TryDirectReadMemcpy(*table_, ro, &one, 1, 0, 0, &copied), DirectResult::kStored);
+  EXPECT_EQ(page, "pool bytes");
+  table_->Untrack(ro);
+  close(ro);
+}
+
 TEST_F(DirectLeaseTest, ReadLeaseCopiesOutOfThePoolRuns) {
   std::string bytes(9 * kBlock, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>('A' + i % 53);

@@ -46,7 +46,7 @@ struct HelloMutation {
 
 TEST(DirectSessionHelloTest, AcceptsEachDurability) {
   for (uint32_t d : {lease::kDurabilityMapSync, lease::kDurabilityDevice,
-                     lease::kDurabilityForced}) {
+                     lease::kDurabilityForced, lease::kDurabilityReadsOnly}) {
     EXPECT_EQ(ValidateHello(testpool::MakeHello(d), 2), nullptr) << d;
   }
 }
@@ -56,7 +56,7 @@ TEST(DirectSessionHelloTest, RefusesEachInvalidField) {
       {"magic", [](lease::SessionHello& h) { h.magic ^= 1; }, 2, "magic"},
       {"version", [](lease::SessionHello& h) { h.version = 2; }, 2, "version"},
       {"durability 0", [](lease::SessionHello& h) { h.durability = 0; }, 2, "durability"},
-      {"durability 4", [](lease::SessionHello& h) { h.durability = 4; }, 2, "durability"},
+      {"durability 5", [](lease::SessionHello& h) { h.durability = 5; }, 2, "durability"},
       {"flags", [](lease::SessionHello& h) { h.flags = 2; }, 2, "flags"},
       {"reserved 0", [](lease::SessionHello& h) { h.reserved[0] = 1; }, 2, "reserved"},
       {"reserved 3", [](lease::SessionHello& h) { h.reserved[3] = 1ull << 63; }, 2, "reserved"},

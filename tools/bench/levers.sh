@@ -94,29 +94,16 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-[ "$(id -u)" -eq 0 ] || { echo "levers.sh: run as root (mounts, runuser -u postgres)" >&2; exit 2; }
-if [ -n "$BUILD_DIR_ARG" ]; then
-  WALFS_BUILD_DIR=$(cd "$BUILD_DIR_ARG" && pwd)
-  export WALFS_BUILD_DIR
-fi
-export WALFS_SOURCE_DIR=${WALFS_SOURCE_DIR:-$SOURCE_DIR}
-# shellcheck source=../../tests/integration/lib/common.sh
-source "$SOURCE_DIR/tests/integration/lib/common.sh"
-source "$BENCH_DIR/lib/targets.sh"
-source "$BENCH_DIR/lib/pg.sh"
-source "$BENCH_DIR/lib/workloads.sh"
+# shellcheck source=lib/suite.sh
+source "$BENCH_DIR/lib/suite.sh"
 unset PMEM_IS_PMEM_FORCE WALFS_EXPERIMENT
-BENCH_BIN=$WALFS_BUILD_DIR/tools/bench
 BULK_ZERO_MODES=on
-
-require_postgres
 [ -c /dev/fuse ] || skip "/dev/fuse is missing"
 
 for w in ${WORKLOADS_ARG//,/ }; do
   case $w in fsync | pgbench | inserts | bulk | segments) ;;
     *) fail "unknown workload '$w' (levers.sh runs fsync, pgbench, inserts, bulk, segments)" ;; esac
 done
-has_workload() { [[ ",$WORKLOADS_ARG," == *",$1,"* ]]; }
 
 # The chosen settings, their baselines first.
 declare -A L_LEVER=() L_SETTING=() L_BASE=() L_FORCE=() L_OPTS=() L_EXP=()
@@ -136,17 +123,8 @@ done
 SETTINGS=()
 for id in "${ALL_IDS[@]}"; do [ -n "${WANT[$id]:-}" ] && SETTINGS+=("$id"); done
 
-OUT_DIR=${OUT_DIR:-/var/tmp/walfs-levers-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$OUT_DIR/logs"
-OUT_DIR=$(cd "$OUT_DIR" && pwd)
-: >"$OUT_DIR/raw.tsv"
-
-SHM_ROOT=$(mktemp -d /dev/shm/walfs-levers.XXXXXX)
-chmod 0755 "$SHM_ROOT"
-on_exit "rm -rf '$SHM_ROOT'"
-PG_SOCK_DIR=$SHM_ROOT/sock
-mkdir -p "$PG_SOCK_DIR" "$SHM_ROOT/pgdata"
-chown postgres:postgres "$PG_SOCK_DIR" "$SHM_ROOT/pgdata"
+suite_results_dir walfs-levers
+suite_scratch walfs-levers
 
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -160,18 +138,11 @@ chown postgres:postgres "$PG_SOCK_DIR" "$SHM_ROOT/pgdata"
 } >"$OUT_DIR/machine.txt"
 cat "$OUT_DIR/machine.txt"
 
-RUN_TARGETS=()
-for id in "${SETTINGS[@]}"; do
-  _walfs_up "$id" "$SHM_ROOT/lever-$id.pool" "${L_FORCE[$id]}" "${L_OPTS[$id]}" "${L_EXP[$id]}"
-  if [ -n "${TARGET_SKIP[$id]:-}" ]; then
-    echo "setting $id: SKIPPED: ${TARGET_SKIP[$id]}" | tee -a "$OUT_DIR/machine.txt"
-  else
-    echo "setting $id: ${TARGET_NOTE[$id]}" | tee -a "$OUT_DIR/machine.txt"
-    RUN_TARGETS+=("$id")
-  fi
-done
-[ ${#RUN_TARGETS[@]} -gt 0 ] || fail "no setting could be mounted"
-START=$SECONDS
+# setting_up ID: the setting's own walfs mount.
+setting_up() {
+  _walfs_up "$1" "$SHM_ROOT/lever-$1.pool" "${L_FORCE[$1]}" "${L_OPTS[$1]}" "${L_EXP[$1]}"
+}
+suite_bring_up setting setting_up "no setting could be mounted" "${SETTINGS[@]}"
 if has_workload fsync; then
   run_interleaved "pg_test_fsync" wl_fsync
 fi
@@ -186,7 +157,6 @@ if has_workload bulk; then
   run_interleaved "bulk load" wl_bulk
 fi
 for t in "${RUN_TARGETS[@]}"; do walfs_status "$t" "$OUT_DIR/logs/walfs-status.$t.txt"; done
-echo "suite time: $((SECONDS - START)) s, load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT_DIR/machine.txt"
 
 printf '%s\n' "$LEVER_TABLE" >"$OUT_DIR/levers.def"
 report() {
@@ -194,21 +164,5 @@ report() {
     -f "$BENCH_DIR/lib/stats.awk" -f "$BENCH_DIR/lib/levers.awk" \
     "$OUT_DIR/levers.def" "$OUT_DIR/raw.tsv"
 }
-report tsv >"$OUT_DIR/summary.tsv"
-{
-  cat "$OUT_DIR/machine.txt"
-  echo
-  echo "ratio = median(setting) / median(its lever's baseline); each table says whether"
-  echo "higher or lower is better. n = successful runs (+kF failed)."
-  report text
-} >"$OUT_DIR/levers.txt"
-{
-  echo '```'
-  cat "$OUT_DIR/machine.txt"
-  echo '```'
-  report md
-} >"$OUT_DIR/levers.md"
-echo
-cat "$OUT_DIR/levers.txt"
-echo
-echo "results: $OUT_DIR/levers.txt, levers.md, summary.tsv, raw.tsv, machine.txt, logs/"
+suite_write_results levers "ratio = median(setting) / median(its lever's baseline); each table says whether
+higher or lower is better. n = successful runs (+kF failed)."

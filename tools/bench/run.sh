@@ -102,42 +102,26 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-[ "$(id -u)" -eq 0 ] || { echo "run.sh: run as root (mounts, runuser -u postgres)" >&2; exit 2; }
-if [ -n "$BUILD_DIR_ARG" ]; then
-  WALFS_BUILD_DIR=$(cd "$BUILD_DIR_ARG" && pwd)
-  export WALFS_BUILD_DIR
-fi
-export WALFS_SOURCE_DIR=${WALFS_SOURCE_DIR:-$SOURCE_DIR}
-# shellcheck source=../../tests/integration/lib/common.sh
-source "$SOURCE_DIR/tests/integration/lib/common.sh"
-source "$BENCH_DIR/lib/targets.sh"
-source "$BENCH_DIR/lib/pg.sh"
-source "$BENCH_DIR/lib/workloads.sh"
+# shellcheck source=lib/suite.sh
+source "$BENCH_DIR/lib/suite.sh"
 unset PMEM_IS_PMEM_FORCE  # only the walfs-pmem daemon and core_bench get it
-BENCH_BIN=$WALFS_BUILD_DIR/tools/bench
-
-require_postgres
 [ -c /dev/fuse ] || log "/dev/fuse is missing: FUSE targets will be skipped"
 
 IFS=, read -r -a TARGETS <<<"${TARGETS_ARG:-$(IFS=,; echo "${ALL_TARGETS[*]}")}"
 IFS=, read -r -a WORKLOADS <<<"$WORKLOADS_ARG"
-has_workload() { [[ ",$WORKLOADS_ARG," == *",$1,"* ]]; }
 for w in "${WORKLOADS[@]}"; do
   case $w in fsync | pgbench | inserts | bulk | segments | core | floor | recovery | syncrep | profile) ;;
     *) fail "unknown workload '$w'" ;; esac
 done
 
-OUT_DIR=${OUT_DIR:-/var/tmp/walfs-bench-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$OUT_DIR/logs"
-OUT_DIR=$(cd "$OUT_DIR" && pwd)
-: >"$OUT_DIR/raw.tsv"
+suite_results_dir walfs-bench
 
 # Scratch space: tmpfs for data directories, pools and the tmpfs targets; the local disk
 # for the disk targets. Both removed at exit (registered first, so removed last).
-SHM_ROOT=$(mktemp -d /dev/shm/walfs-bench.XXXXXX)
+suite_scratch walfs-bench
 DISK_ROOT=$(mktemp -d "$DISK_PARENT/walfs-bench.XXXXXX")
-chmod 0755 "$SHM_ROOT" "$DISK_ROOT"
-on_exit "rm -rf '$SHM_ROOT' '$DISK_ROOT'"
+chmod 0755 "$DISK_ROOT"
+on_exit "rm -rf '$DISK_ROOT'"
 POOL_ROOT=$SHM_ROOT
 if [ "$HUGE_POOL" = 1 ]; then
   POOL_ROOT=$SHM_ROOT/pools
@@ -147,9 +131,6 @@ if [ "$HUGE_POOL" = 1 ]; then
     fail "cannot mount a huge=always tmpfs on $POOL_ROOT"
   on_exit "umount '$POOL_ROOT'"
 fi
-PG_SOCK_DIR=$SHM_ROOT/sock
-mkdir -p "$PG_SOCK_DIR" "$SHM_ROOT/pgdata"
-chown postgres:postgres "$PG_SOCK_DIR" "$SHM_ROOT/pgdata"
 
 # ------------------------------------------------------------------ machine
 pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "?"; }
@@ -179,24 +160,17 @@ pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "?"; }
 cat "$OUT_DIR/machine.txt"
 
 # ------------------------------------------------------------------ targets
-RUN_TARGETS=()
-for t in "${TARGETS[@]}"; do
-  if [ ! -c /dev/fuse ] && [[ $t == walfs-* || $t == passthrough_ll ]]; then
-    TARGET_SKIP[$t]="/dev/fuse is missing"
+# target_up, except FUSE targets without /dev/fuse.
+up_unless_no_fuse() {
+  if [ ! -c /dev/fuse ] && [[ $1 == walfs-* || $1 == passthrough_ll ]]; then
+    TARGET_SKIP[$1]="/dev/fuse is missing"
   else
-    target_up "$t"
+    target_up "$1"
   fi
-  if [ -n "${TARGET_SKIP[$t]:-}" ]; then
-    echo "target $t: SKIPPED: ${TARGET_SKIP[$t]}" | tee -a "$OUT_DIR/machine.txt"
-  else
-    echo "target $t: ${TARGET_NOTE[$t]}" | tee -a "$OUT_DIR/machine.txt"
-    RUN_TARGETS+=("$t")
-  fi
-done
-[ ${#RUN_TARGETS[@]} -gt 0 ] || fail "no target could be set up"
+}
+suite_bring_up target up_unless_no_fuse "no target could be set up" "${TARGETS[@]}"
 
 # ------------------------------------------------------------------ workloads
-START=$SECONDS
 if has_workload fsync; then
   run_interleaved "pg_test_fsync" wl_fsync
 fi
@@ -258,28 +232,9 @@ for t in "${RUN_TARGETS[@]}"; do
     walfs_status "$t" "$OUT_DIR/logs/walfs-status.$t.txt"
   fi
 done
-echo "suite time: $((SECONDS - START)) s, load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT_DIR/machine.txt"
 
 # ------------------------------------------------------------------ report
 report() { awk -F'\t' -v fmt="$1" -v targets="${RUN_TARGETS[*]}" -f "$BENCH_DIR/lib/stats.awk" -f "$BENCH_DIR/lib/report.awk" "$OUT_DIR/raw.tsv"; }
 goals() { awk -F'\t' -v fmt="$1" -f "$BENCH_DIR/lib/goals.awk" "$OUT_DIR/summary.tsv"; }
-report tsv >"$OUT_DIR/summary.tsv"
-{
-  cat "$OUT_DIR/machine.txt"
-  echo
-  echo "Ratios are median(target) / median(baseline), for every metric; the heading of"
-  echo "each table says whether higher or lower is better. n = successful runs (+kF failed)."
-  report text
-  goals text
-} >"$OUT_DIR/results.txt"
-{
-  echo '```'
-  cat "$OUT_DIR/machine.txt"
-  echo '```'
-  report md
-  goals md
-} >"$OUT_DIR/results.md"
-echo
-cat "$OUT_DIR/results.txt"
-echo
-echo "results: $OUT_DIR/results.txt, results.md, summary.tsv, raw.tsv, machine.txt, logs/"
+suite_write_results results "Ratios are median(target) / median(baseline), for every metric; the heading of
+each table says whether higher or lower is better. n = successful runs (+kF failed)." goals

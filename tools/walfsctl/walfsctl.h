@@ -1,0 +1,55 @@
+// What several walfsctl subcommands share: the program's name and exit statuses, how a
+// usage error or a failure is reported, the read-only, checked opening of an unmounted
+// pool, and each subcommand's entry point for the dispatcher (main.cc). Prints nothing
+// itself but through UsageError and Fail; never writes to a pool.
+#ifndef WALFS_TOOLS_WALFSCTL_WALFSCTL_H_
+#define WALFS_TOOLS_WALFSCTL_WALFSCTL_H_
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/fsck.h"
+#include "core/persistent_region.h"
+#include "tools/cli.h"
+
+namespace walfs::tools::ctl {
+
+inline constexpr char kProgram[] = "walfsctl";
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 1;
+
+// "walfsctl: MESSAGE" and the pointer to --help on stderr; the usage exit status.
+inline int UsageError(const std::string& message) {
+  return tools::UsageError(kProgram, message, kExitUsage);
+}
+
+// "walfsctl: MESSAGE" on stderr; the failure exit status.
+inline int Fail(const std::string& message) {
+  std::fprintf(stderr, "%s: %s\n", kProgram, message.c_str());
+  return kExitFailure;
+}
+
+// The pool read-only, checked, with its file list.
+struct OpenedPool {
+  std::unique_ptr<core::PoolClaim> claim;  // null when a daemon holds the pool
+  std::unique_ptr<core::PersistentRegion> region;
+  core::FsckReport report;
+};
+
+// Opens `path` read-only under a shared claim (a warning on stderr when a daemon holds
+// it) and lists its files with the checker's raw reader, metadata only; `salvage` also
+// lists what lies behind damaged inode records (core/fsck.h, FsckOptions::salvage).
+absl::StatusOr<OpenedPool> OpenAndList(const std::string& path, bool salvage = false);
+
+// The subcommands; each returns the process's exit status.
+int Inspect(const std::string& pool, bool json);                  // inspect.cc
+int Export(const std::string& pool, std::string dir, bool salvage);  // export.cc
+// `format`: "human", "json", "prometheus" or "latency".
+int Status(const std::string& path, const std::string& format);  // status.cc
+int Grow(const std::string& pool, const std::string& size_text);  // grow.cc
+
+}  // namespace walfs::tools::ctl
+
+#endif  // WALFS_TOOLS_WALFSCTL_WALFSCTL_H_

@@ -48,6 +48,7 @@
 #include "benchmark/benchmark.h"
 #include "fs/direct/direct_write.h"
 #include "fs/direct/fd_table.h"
+#include "fs/direct/pmem_calls.h"
 
 namespace walfs::bench {
 namespace {
@@ -292,6 +293,13 @@ int main(int argc, char** argv) {
   int rest_argc = static_cast<int>(rest.size());
   benchmark::Initialize(&rest_argc, rest.data());
   if (benchmark::ReportUnrecognizedArguments(rest_argc, rest.data())) return 1;
+  // The library's write path calls libpmem through what a first write lease loads; this
+  // program makes its entries itself, so it loads it here.
+  const char* why = "";
+  if (walfs::direct::LoadPmem(&why) == nullptr) {
+    std::fprintf(stderr, "walfs_direct_bench: %s\n", why);
+    return 1;
+  }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

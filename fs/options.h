@@ -40,7 +40,7 @@
 //                        -DWALFS_TEST_FACILITIES=ON (refused otherwise): the pool is
 //                        served from a private copy and only flushed-and-drained (pmem)
 //                        or msynced bytes reach the pool file, so kill -9 of the daemon
-//                        leaves what a power cut would (core/power_cut_region.h).
+//                        leaves what a power cut would (tests/support/power_cut_region.h).
 //                        Refused with ro.
 // Options mount(8) adds on its own (rw, dev, nodev, suid, nosuid, exec, atime, noatime,
 // relatime, nofail, _netdev, auto, noauto, user, users, defaults, x-*, comment=...) are

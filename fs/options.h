@@ -23,7 +23,7 @@
 //   clone_fd, noclone_fd each worker reads /dev/fuse through its own clone of the fd
 //                        (default) or all workers share one
 //   max_write=SIZE       largest WRITE the kernel sends, 4096..1048576 bytes, in the
-//                        size syntax of core/byte_size.h (default 1M)
+//                        size syntax of util/byte_size.h (default 1M)
 //   entry_timeout=SECS   how long the kernel caches names and negative lookups
 //   attr_timeout=SECS    how long the kernel caches attributes (both default 86400;
 //                        0 asks walfs every time)

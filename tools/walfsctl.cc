@@ -38,7 +38,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "core/byte_size.h"
 #include "core/format.h"
 #include "core/fsck.h"
 #include "core/persistent_region.h"
@@ -47,6 +46,7 @@
 #include "tools/status_view.h"
 #include "tools/cli.h"
 #include "tools/human_bytes.h"
+#include "util/byte_size.h"
 
 namespace walfs::tools {
 namespace {
@@ -661,7 +661,7 @@ std::string FreeOn(const std::string& path) {
 }
 
 int Grow(const std::string& pool, const std::string& size_text) {
-  absl::StatusOr<uint64_t> size = core::ParseByteSize(size_text);
+  absl::StatusOr<uint64_t> size = util::ParseByteSize(size_text);
   if (!size.ok()) return UsageError(absl::StrCat("grow: SIZE: ", size.status().message()));
   struct stat st;
   if (stat(pool.c_str(), &st) != 0) {

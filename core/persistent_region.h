@@ -8,11 +8,13 @@
 //    (pmem_memcpy_nodrain), Flush is implied by the store and Drain is pmem_drain. When
 //    false (an ordinary file: the embedded default), stores are plain memcpy into the
 //    shared mapping and Flush is pmem_msync of the touched pages.
-//  - MemoryRegion / RecordingRegion (memory_region.h, recording_region.h): in-memory
-//    stand-ins for tests; the recording one can produce the image a power failure would
-//    leave (the crash-test engine).
-//  - PowerCutRegion (power_cut_region.h): a test facility over a PmemRegion in which only
-//    persisted bytes reach the pool file, so killing the process is a power cut.
+//  - MemoryRegion / RecordingRegion (tests/support/memory_region.h, recording_region.h):
+//    in-memory stand-ins for tests; the recording one can produce the image a power
+//    failure would leave (the crash-test engine).
+//  - PowerCutRegion (tests/support/power_cut_region.h): a test facility over a PmemRegion
+//    in which only persisted bytes reach the pool file, so killing the process is a
+//    power cut.
+// The last three are test support (walfs_test_support), not part of core.
 //
 // Contract for every implementation:
 //  - All mutation goes through Store/Fill: code never writes through data().

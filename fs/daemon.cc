@@ -24,7 +24,6 @@
 #include "core/format.h"
 #include "core/persistent_region.h"
 #include "core/pool_clients.h"
-#include "core/power_cut_region.h"
 #include "core/wal_directory.h"
 #include "fs/daemonize.h"
 #include "fs/errors.h"
@@ -39,6 +38,10 @@
 #include "fs/stale_mount.h"
 #include "fs/usage_watch.h"
 #include "fs/server.h"
+#ifdef WALFS_TEST_FACILITIES
+// The powercut_sim mount option: test builds link the test support library for it.
+#include "tests/support/power_cut_region.h"
+#endif
 
 namespace walfs::fs {
 namespace {

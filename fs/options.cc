@@ -22,7 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/byte_size.h"
+#include "util/byte_size.h"
 
 namespace walfs::fs {
 namespace {
@@ -150,7 +150,7 @@ absl::Status ApplyOption(const std::string& option, Options& options) {
                                            kMinWrite, " to ", kMaxWriteLimit,
                                            " bytes (4K to 1M), got '", option, "'");
     if (!has_value) return absl::InvalidArgumentError(range);
-    absl::StatusOr<uint64_t> n = core::ParseByteSize(value);
+    absl::StatusOr<uint64_t> n = util::ParseByteSize(value);
     if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(range, ": ", n.status().message()));
     if (*n < kMinWrite || *n > kMaxWriteLimit) return absl::InvalidArgumentError(range);
     options.max_write = static_cast<unsigned>(*n);

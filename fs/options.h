@@ -23,7 +23,7 @@
 //   clone_fd, noclone_fd each worker reads /dev/fuse through its own clone of the fd
 //                        (default) or all workers share one
 //   max_write=SIZE       largest WRITE the kernel sends, 4096..1048576 bytes, in the
-//                        size syntax of core/byte_size.h (default 1M)
+//                        size syntax of util/byte_size.h (default 1M)
 //   entry_timeout=SECS   how long the kernel caches names and negative lookups
 //   attr_timeout=SECS    how long the kernel caches attributes (both default 86400;
 //                        0 asks walfs every time)
@@ -40,7 +40,7 @@
 //                        -DWALFS_TEST_FACILITIES=ON (refused otherwise): the pool is
 //                        served from a private copy and only flushed-and-drained (pmem)
 //                        or msynced bytes reach the pool file, so kill -9 of the daemon
-//                        leaves what a power cut would (core/power_cut_region.h).
+//                        leaves what a power cut would (tests/support/power_cut_region.h).
 //                        Refused with ro.
 // Options mount(8) adds on its own (rw, dev, nodev, suid, nosuid, exec, atime, noatime,
 // relatime, nofail, _netdev, auto, noauto, user, users, defaults, x-*, comment=...) are

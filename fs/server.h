@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <string>
 
-#include "core/latency_histogram.h"
 #include "core/wal_directory.h"
 #include "fs/lease_stamps.h"
 #include "fs/read_leases.h"
@@ -19,6 +18,7 @@
 #include "fs/session.h"
 #include "fs/session_nodes.h"
 #include "fs/usage_watch.h"
+#include "util/latency_histogram.h"
 
 struct fuse_session;
 
@@ -121,8 +121,8 @@ class Server {
   UsageWatch& usage_watch() { return usage_watch_; }
 
   // Service time of every request (callback entry to reply), by class.
-  core::LatencyHistogram& latency(OpClass op) { return latency_[static_cast<int>(op)]; }
-  const core::LatencyHistogram& latency(OpClass op) const {
+  util::LatencyHistogram& latency(OpClass op) { return latency_[static_cast<int>(op)]; }
+  const util::LatencyHistogram& latency(OpClass op) const {
     return latency_[static_cast<int>(op)];
   }
 
@@ -134,7 +134,7 @@ class Server {
   SessionSender* session_sender_ = nullptr;
   SessionNodes session_nodes_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  std::array<core::LatencyHistogram, kOpClasses> latency_;
+  std::array<util::LatencyHistogram, kOpClasses> latency_;
   UsageWatch usage_watch_;
   ReadLeases read_leases_;
 };
@@ -155,7 +155,7 @@ class OpTimer {
   }
 
  private:
-  core::LatencyHistogram& histogram_;
+  util::LatencyHistogram& histogram_;
   const std::chrono::steady_clock::time_point start_;
 };
 

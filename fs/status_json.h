@@ -63,7 +63,7 @@
 //                     {"count": N, "sum_ns": N, "buckets": [22 counts]}: service time
 //                     from callback entry to reply, bucket i counting (2^(i-1), 2^i] us
 //                     (bucket 0: up to 1 us, the last: above 2^20 us), as
-//                     core/latency_histogram.h. The only nested member.
+//                     util/latency_histogram.h. The only nested member.
 #ifndef WALFS_FS_STATUS_JSON_H_
 #define WALFS_FS_STATUS_JSON_H_
 
@@ -72,8 +72,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/latency_histogram.h"
 #include "core/wal_directory.h"
+#include "util/latency_histogram.h"
 
 namespace walfs::fs {
 
@@ -113,7 +113,7 @@ struct DaemonStatus {
   uint64_t enospc_errors = 0;
   uint64_t eio_errors = 0;
   uint64_t usage_warning_level = 0;
-  std::vector<std::pair<std::string, core::LatencyHistogram::Snapshot>> latency;
+  std::vector<std::pair<std::string, util::LatencyHistogram::Snapshot>> latency;
 };
 
 std::string StatusJson(const DaemonStatus& status);

@@ -24,13 +24,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/byte_size.h"
 #include "core/format.h"
 #include "core/fsck.h"
 #include "core/persistent_region.h"
 #include "core/wal_directory.h"
 #include "tools/cli.h"
 #include "tools/human_bytes.h"
+#include "util/byte_size.h"
 
 namespace walfs::tools {
 namespace {
@@ -273,14 +273,14 @@ int Run(int argc, char** argv) {
   while ((c = getopt_long(argc, argv, ":s:S:i:o:fzqhV", kOptions, nullptr)) != -1) {
     switch (c) {
       case 's': {
-        absl::StatusOr<uint64_t> v = core::ParseByteSize(optarg);
+        absl::StatusOr<uint64_t> v = util::ParseByteSize(optarg);
         if (!v.ok()) return UsageError(absl::StrCat("--size: ", v.status().message()));
         if (*v == 0) return UsageError("--size: the pool size cannot be 0");
         args.size = *v;
         break;
       }
       case 'S': {
-        absl::StatusOr<uint64_t> v = core::ParseByteSize(optarg);
+        absl::StatusOr<uint64_t> v = util::ParseByteSize(optarg);
         if (!v.ok()) return UsageError(absl::StrCat("--segment-size: ", v.status().message()));
         if (*v < f::kMinSegmentSize || *v > f::kMaxSegmentSize || !std::has_single_bit(*v)) {
           return UsageError(absl::StrCat("--segment-size: bad segment size '", optarg,
@@ -305,7 +305,7 @@ int Run(int argc, char** argv) {
       case 'M':
       case 'K': {
         const char* name = c == 'M' ? "--max-wal-size" : "--wal-keep-size";
-        absl::StatusOr<uint64_t> v = core::ParseByteSize(optarg);
+        absl::StatusOr<uint64_t> v = util::ParseByteSize(optarg);
         if (!v.ok()) return UsageError(absl::StrCat(name, ": ", v.status().message()));
         if (c == 'M') {
           args.max_wal_size = *v;

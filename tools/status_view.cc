@@ -10,13 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "core/latency_histogram.h"
 #include "tools/human_bytes.h"
+#include "util/latency_histogram.h"
 
 namespace walfs::tools {
 namespace {
 
-using core::LatencyHistogram;
+using util::LatencyHistogram;
 
 std::optional<uint64_t> Num(const StatusDoc& doc, const char* key) {
   auto it = doc.find(key);

@@ -45,9 +45,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/fsck.h"
-#include "core/memory_region.h"
-#include "core/recording_region.h"
 #include "core/wal_directory.h"
+#include "tests/support/memory_region.h"
+#include "tests/support/recording_region.h"
 
 namespace walfs::core {
 namespace {

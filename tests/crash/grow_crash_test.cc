@@ -31,10 +31,10 @@
 #include "absl/strings/str_cat.h"
 #include "core/format.h"
 #include "core/fsck.h"
-#include "core/memory_region.h"
-#include "core/recording_region.h"
 #include "core/status.h"
 #include "core/wal_directory.h"
+#include "tests/support/memory_region.h"
+#include "tests/support/recording_region.h"
 
 namespace walfs::core {
 namespace {

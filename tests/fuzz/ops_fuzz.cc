@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "core/fsck.h"
-#include "core/memory_region.h"
 #include "core/status.h"
 #include "core/wal_directory.h"
+#include "tests/support/memory_region.h"
 
 namespace walfs::fuzz {
 namespace {

@@ -37,8 +37,8 @@
 
 #include "core/crc32c.h"
 #include "core/format.h"
-#include "core/memory_region.h"
 #include "core/wal_directory.h"
+#include "tests/support/memory_region.h"
 
 namespace walfs::fuzz {
 

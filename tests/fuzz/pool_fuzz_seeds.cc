@@ -16,9 +16,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/recording_region.h"
 #include "core/wal_directory.h"
 #include "tests/fuzz/pool_fuzz_input.h"
+#include "tests/support/recording_region.h"
 
 namespace walfs::fuzz {
 namespace {

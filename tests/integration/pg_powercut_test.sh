@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Committed transactions survive power cuts with pg_wal on a walfs mount.
 #
-# The daemon runs with -o powercut_sim (core/power_cut_region.h): the pool file receives
+# The daemon runs with -o powercut_sim (tests/support/power_cut_region.h): the pool file receives
 # only bytes walfs flushed and drained (pmem mode) or msynced (msync mode); everything
 # else lives in the daemon's private memory. So kill -9 of the daemon is a power cut: the
 # pool keeps exactly its persisted image. Each cycle, under the committed-id load of

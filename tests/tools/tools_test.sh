@@ -38,7 +38,7 @@ expect_out "uuid"
 expect_out "64.00 MiB"
 [ "$(file_size "$W/a.pool")" = $((64 << 20)) ] || fail "64M is not 64 MiB"
 [ "$(stat -c %a "$W/a.pool")" = 600 ] || fail "new pool is not mode 0600"
-# One size syntax for every program (core/byte_size.h): every suffix is 1024-based.
+# One size syntax for every program (util/byte_size.h): every suffix is 1024-based.
 for spec in 67108864 65536K 65536k 65536KB 64MiB 64m 64MB 64mb; do
   rm -f "$W/s.pool"
   expect_rc 0 "$MKFS" -q --size "$spec" "$W/s.pool"

@@ -1,5 +1,5 @@
 // ParseByteSize: the size syntax every walfs program shares.
-#include "core/byte_size.h"
+#include "util/byte_size.h"
 
 #include <cstdint>
 #include <string>
@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 
-namespace walfs::core {
+namespace walfs::util {
 namespace {
 
 TEST(ByteSizeTest, AcceptsEverySpellingOfAUnit) {
@@ -51,4 +51,4 @@ TEST(ByteSizeTest, RefusesOverflow) {
 }
 
 }  // namespace
-}  // namespace walfs::core
+}  // namespace walfs::util

@@ -25,7 +25,7 @@
 
 #include "core/format.h"
 #include "core/fsck.h"
-#include "core/memory_region.h"
+#include "tests/support/memory_region.h"
 #include "core/wal_directory.h"
 #include "gtest/gtest.h"
 #include "tests/unit/test_pool.h"

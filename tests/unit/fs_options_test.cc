@@ -245,7 +245,7 @@ TEST(FsOptionsTest, AllowRootAndAutoUnmount) {
   EXPECT_FALSE(Parse({"/p", "/m", "-o", "auto_unmount=1"}).ok());
 }
 
-// max_write takes the sizes every walfs program takes (core/byte_size.h).
+// max_write takes the sizes every walfs program takes (util/byte_size.h).
 TEST(FsOptionsTest, MaxWriteSizes) {
   for (const char* spec : {"max_write=64K", "max_write=64KB", "max_write=64KiB",
                            "max_write=64k", "max_write=65536"}) {
@@ -397,7 +397,7 @@ TEST(FsStatusJsonTest, DocumentFlatButForLatency) {
   EXPECT_NE(json.find("\"latency\":{}"), std::string::npos);
   EXPECT_EQ(std::count(json.begin(), json.end(), '{'), 2);
 
-  core::LatencyHistogram h;
+  util::LatencyHistogram h;
   h.Record(500);        // bucket 0 (<= 1 us)
   h.Record(3'000'000);  // 3 ms: (2048, 4096] us, bucket 12
   s.latency.push_back({"write", h.snapshot()});

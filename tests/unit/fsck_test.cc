@@ -11,10 +11,10 @@
 
 #include "core/crc32c.h"
 #include "core/format.h"
-#include "core/memory_region.h"
-#include "core/recording_region.h"
 #include "core/wal_directory.h"
 #include "gtest/gtest.h"
+#include "tests/support/memory_region.h"
+#include "tests/support/recording_region.h"
 #include "tests/unit/test_pool.h"
 
 namespace walfs::core {

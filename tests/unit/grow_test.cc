@@ -9,10 +9,10 @@
 
 #include "core/format.h"
 #include "core/fsck.h"
-#include "core/memory_region.h"
 #include "core/pool_state.h"
 #include "core/status.h"
 #include "core/wal_directory.h"
+#include "tests/support/memory_region.h"
 #include "tests/unit/test_pool.h"
 
 namespace walfs::core {

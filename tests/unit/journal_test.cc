@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/crc32c.h"
-#include "core/memory_region.h"
-#include "core/recording_region.h"
 #include "core/wal_directory.h"
+#include "tests/support/memory_region.h"
+#include "tests/support/recording_region.h"
 #include "tests/unit/test_pool.h"
 
 namespace walfs::core {

@@ -1,11 +1,11 @@
-#include "core/latency_histogram.h"
+#include "util/latency_histogram.h"
 
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 
-namespace walfs::core {
+namespace walfs::util {
 namespace {
 
 TEST(LatencyHistogramTest, BucketBoundsArePowersOfTwoMicroseconds) {
@@ -58,4 +58,4 @@ TEST(LatencyHistogramTest, ConcurrentRecordsAllCount) {
 }
 
 }  // namespace
-}  // namespace walfs::core
+}  // namespace walfs::util

@@ -17,12 +17,12 @@
 
 #include "core/format.h"
 #include "core/fsck.h"
-#include "core/memory_region.h"
 #include "core/status.h"
 #include "core/wal_directory.h"
 #include "fs/lease_protocol.h"
 #include "fs/lease_reply.h"
 #include "fs/lease_stamps.h"
+#include "tests/support/memory_region.h"
 #include "tests/unit/test_pool.h"
 
 namespace walfs::core {

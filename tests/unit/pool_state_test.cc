@@ -17,11 +17,11 @@
 #include "core/crc32c.h"
 #include "core/fsck.h"
 #include "core/journal.h"
-#include "core/memory_region.h"
 #include "core/persistent_region.h"
 #include "core/status.h"
 #include "core/validate.h"
 #include "core/wal_directory.h"
+#include "tests/support/memory_region.h"
 #include "tests/unit/test_pool.h"
 
 namespace walfs::core {

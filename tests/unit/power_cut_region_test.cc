@@ -1,6 +1,6 @@
 // PowerCutRegion: only flushed-and-drained (pmem) or flushed (msync) bytes reach the
 // media, and killing the process leaves the pool file with exactly those.
-#include "core/power_cut_region.h"
+#include "tests/support/power_cut_region.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/memory_region.h"
 #include "core/persistent_region.h"
 #include "core/wal_directory.h"
 #include "gtest/gtest.h"
+#include "tests/support/memory_region.h"
 #include "tests/unit/failing_region.h"
 #include "tests/unit/test_pool.h"
 

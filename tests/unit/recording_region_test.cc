@@ -1,4 +1,4 @@
-#include "core/recording_region.h"
+#include "tests/support/recording_region.h"
 
 #include <atomic>
 #include <chrono>

@@ -7,9 +7,9 @@
 #include <sstream>
 #include <string>
 
-#include "core/latency_histogram.h"
 #include "fs/status_json.h"
 #include "gtest/gtest.h"
+#include "util/latency_histogram.h"
 
 namespace walfs::tools {
 namespace {
@@ -42,7 +42,7 @@ StatusDoc SampleDoc(bool persist_error = false, bool direct = true) {
   s.read_leases_granted = 9;
   s.read_leases_released = 7;
   s.read_leases_revoked = 1;
-  core::LatencyHistogram write, fsync;
+  util::LatencyHistogram write, fsync;
   for (int i = 0; i < 98; ++i) write.Record(3000);  // (2, 4] us
   write.Record(40'000);                              // (32, 64] us
   write.Record(2'000'000'000);                       // 2 s: unbounded

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "core/fsck.h"
-#include "core/memory_region.h"
 #include "core/wal_directory.h"
+#include "tests/support/memory_region.h"
 
 namespace walfs::core::testing {
 

@@ -18,8 +18,8 @@
 #include "core/crc32c.h"
 #include "core/format.h"
 #include "core/fsck.h"
-#include "core/memory_region.h"
 #include "core/status.h"
+#include "tests/support/memory_region.h"
 #include "tests/unit/test_pool.h"
 
 namespace walfs::core {

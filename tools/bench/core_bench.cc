@@ -25,9 +25,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
-#include "core/memory_region.h"
 #include "core/persistent_region.h"
 #include "core/wal_directory.h"
+#include "tests/support/memory_region.h"
 
 namespace walfs::bench {
 namespace {

@@ -19,6 +19,8 @@
 //                        daemon's revocation stamps replaced it
 //   DirectWriteFdatasync the client's TryDirectWritePmem through a real FdTable entry
 //                        over the DurableCopy mapping, then its fdatasync (a lookup)
+//   DirectWrite          the TryDirectWritePmem alone (stamp check, non-temporal copy,
+//                        drain): the direct path's write next to TmpfsWrite
 //   PageFill/durable     the durable copy of XLogWrite's partial-page commits: every
 //                        write is the whole 8 KiB page, whose first k KiB hold the
 //                        records of this and the earlier commits and whose tail is
@@ -176,7 +178,9 @@ void Fstat(benchmark::State& state) {
   }
 }
 
-void DirectWriteFdatasync(benchmark::State& state) {
+// TryDirectWritePmem of one page per iteration, followed by the library's fdatasync when
+// `sync`.
+void DirectWriteLoop(benchmark::State& state, bool sync) {
   WALFS_PMEM_SEGMENT_OR_SKIP(seg);
   // One lease over the whole segment, on a mapping of its own: the table's entry owns it
   // and UnmapLease unmaps it when the entry goes (no pool reference: pools is null).
@@ -207,13 +211,16 @@ void DirectWriteFdatasync(benchmark::State& state) {
     if (direct::TryDirectWritePmem(*table, seg.fd(), &iov, 1,
                                    static_cast<off_t>(OffsetOf(state, i++)), 0,
                                    &written) != direct::DirectResult::kStored ||
-        !direct::SyncIsDone(*table, seg.fd())) {  // the library's fdatasync
+        (sync && !direct::SyncIsDone(*table, seg.fd()))) {  // the library's fdatasync
       state.SkipWithError("the direct path refused the write");
       break;
     }
   }
   table->Untrack(seg.fd());
 }
+
+void DirectWriteFdatasync(benchmark::State& state) { DirectWriteLoop(state, true); }
+void DirectWrite(benchmark::State& state) { DirectWriteLoop(state, false); }
 
 // Stores the 64-byte lines of [dst, dst + n) from the first to the last that differ
 // from src (n a multiple of 64, dst 64-byte aligned), then drains.
@@ -262,6 +269,7 @@ BENCHMARK(CachedCopy)->ArgName("seq")->Arg(0)->Arg(1);
 BENCHMARK(DurableCopy)->ArgName("seq")->Arg(0)->Arg(1);
 BENCHMARK(Fstat)->ArgName("seq")->Arg(0);
 BENCHMARK(DirectWriteFdatasync)->ArgName("seq")->Arg(0)->Arg(1);
+BENCHMARK(DirectWrite)->ArgName("seq")->Arg(0)->Arg(1);
 BENCHMARK(PageFill)->ArgName("compare")->Arg(0)->Arg(1);
 BENCHMARK(RewriteCompare);
 
@@ -276,8 +284,8 @@ int main(int argc, char** argv) {
       std::printf(
           "usage: PMEM_IS_PMEM_FORCE=1 walfs_direct_bench [--dir DIR] [benchmark flags]\n"
           "Times one 8 KiB write + fdatasync on tmpfs and its parts on the direct-access\n"
-          "path (copy, drain, identity check). DIR (default /dev/shm) holds a 16 MiB\n"
-          "scratch file, removed at exit.\n");
+          "path (copy, drain, identity check, the write with and without fdatasync).\n"
+          "DIR (default /dev/shm) holds a 16 MiB scratch file, removed at exit.\n");
       return 0;
     }
     if (arg == "--dir" && i + 1 < argc) {

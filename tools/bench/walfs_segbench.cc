@@ -11,7 +11,7 @@
 //   durable_rename(a, b) = fsync(a); rename(a, b); fsync(b); fsync(dir).
 //
 // Usage: walfs_segbench DIR [--segments N] [--segment-size SIZE]   (SIZE as
-// core/byte_size.h reads it: 16M, 16MiB, 16777216)
+// util/byte_size.h reads it: 16M, 16MiB, 16777216)
 // Prints "key value" lines (times in microseconds per segment) for tools/bench/run.sh.
 // Every file it makes is removed before it exits, also when a step fails.
 #include <fcntl.h>
@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/byte_size.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "util/byte_size.h"
 
 namespace walfs::bench {
 namespace {
@@ -234,7 +234,7 @@ int Main(int argc, char** argv) {
         return 2;
       }
     } else if (arg == "--segment-size" && i + 1 < argc) {
-      absl::StatusOr<uint64_t> size = core::ParseByteSize(argv[++i]);
+      absl::StatusOr<uint64_t> size = util::ParseByteSize(argv[++i]);
       if (size.ok()) segment_size = *size;
       if (!size.ok() || segment_size < kPageSize || segment_size % kPageSize != 0 ||
           (segment_size & (segment_size - 1)) != 0) {

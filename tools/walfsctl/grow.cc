@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "core/byte_size.h"
+#include "util/byte_size.h"
 #include "core/format.h"
 #include "core/fsck.h"
 #include "core/persistent_region.h"
@@ -57,7 +57,7 @@ std::string FreeOn(const std::string& path) {
 }  // namespace
 
 int Grow(const std::string& pool, const std::string& size_text) {
-  absl::StatusOr<uint64_t> size = core::ParseByteSize(size_text);
+  absl::StatusOr<uint64_t> size = util::ParseByteSize(size_text);
   if (!size.ok()) return UsageError(absl::StrCat("grow: SIZE: ", size.status().message()));
   struct stat st;
   if (stat(pool.c_str(), &st) != 0) {

@@ -11,9 +11,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <climits>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -1184,39 +1182,6 @@ TEST_F(DirectLeaseTest, PowerCutImageGetsEveryWriteToo) {
   unlink(image_path.c_str());
 }
 #endif
-
-// Not a performance assertion (the machine is shared): prints the cost of an 8 KiB write
-// through the direct path (stamp check + non-temporal copy + drain) next to a
-// tmpfs pwrite, and checks the last direct write landed.
-TEST_F(DirectLeaseTest, DirectPathCost) {
-  const int fd = OpenFile();
-  ASSERT_EQ(Lease(fd), LeaseOutcome::kGranted);
-  std::string page(8192, 'd');
-  const struct iovec iov = {page.data(), page.size()};
-  constexpr int kIters = 20000;
-  using Clock = std::chrono::steady_clock;
-  size_t written = 0;
-  auto t0 = Clock::now();
-  for (int i = 0; i < kIters; ++i) {
-    page[0] = static_cast<char>(i);
-    ASSERT_EQ(TryDirectWritePmem(*table_, fd, &iov, 1, 0, 0, &written), DirectResult::kStored);
-  }
-  auto t1 = Clock::now();
-  for (int i = 0; i < kIters; ++i) {
-    ASSERT_EQ(pwrite(pool_fd_, page.data(), page.size(), 128 * kBlock), 8192);
-  }
-  auto t2 = Clock::now();
-  const auto ns = [](auto d) {
-    return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()) /
-           kIters;
-  };
-  std::printf("[ cost  ] 8 KiB write: direct path %.0f ns, tmpfs pwrite %.0f ns\n", ns(t1 - t0),
-              ns(t2 - t1));
-  EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 8192), std::string(1, static_cast<char>(kIters - 1)) +
-                                                      std::string(8191, 'd'));
-  table_->Untrack(fd);
-  close(fd);
-}
 
 }  // namespace
 }  // namespace walfs::direct

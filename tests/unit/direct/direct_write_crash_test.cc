@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "core/recording_region.h"
 #include "fs/direct/direct_write.h"
 #include "gtest/gtest.h"
+#include "tests/support/recording_region.h"
 
 namespace walfs::direct {
 namespace {

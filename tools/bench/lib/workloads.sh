@@ -435,10 +435,10 @@ wl_core() {
 # ---------------------------------------------------------------- 7. direct-path floor
 # walfs_direct_bench in pmem mode (PMEM_IS_PMEM_FORCE=1, scratch file on SHM_ROOT): one
 # 8 KiB write + fdatasync on tmpfs next to the parts of the direct-access client's hot
-# path (durable copy, identity fstat, the whole TryDirectWrite). "rewrite" is
-# pg_test_fsync's pattern (offset 0 every time), "sequential" XLogWrite's under load,
-# "page fill" a page rewritten 1 KiB fuller per commit (and a lever not taken: storing
-# only the lines that differ from the pool's).
+# path (durable copy, identity fstat, the whole TryDirectWrite with and without its
+# fdatasync). "rewrite" is pg_test_fsync's pattern (offset 0 every time), "sequential"
+# XLogWrite's under load, "page fill" a page rewritten 1 KiB fuller per commit (and a
+# lever not taken: storing only the lines that differ from the pool's).
 wl_floor() {
   local rep=$1 csv=$OUT_DIR/logs/direct_bench.$rep.csv
   local wl="direct-path floor (walfs_direct_bench, one 8 KiB write + fdatasync and its parts)"

@@ -9,15 +9,18 @@
 // A snapshot is not atomic as a whole (buckets are read one by one while others record),
 // so count may differ from the buckets' sum by the requests in flight; readers that need
 // a consistent histogram (Prometheus) derive count from the buckets.
-#ifndef WALFS_CORE_LATENCY_HISTOGRAM_H_
-#define WALFS_CORE_LATENCY_HISTOGRAM_H_
+//
+// Part of walfs_util (util/CMakeLists.txt): the daemon records, walfsctl renders what the
+// status document carries; the engine never sees it.
+#ifndef WALFS_UTIL_LATENCY_HISTOGRAM_H_
+#define WALFS_UTIL_LATENCY_HISTOGRAM_H_
 
 #include <array>
 #include <atomic>
 #include <bit>
 #include <cstdint>
 
-namespace walfs::core {
+namespace walfs::util {
 
 class LatencyHistogram {
  public:
@@ -86,6 +89,6 @@ class LatencyHistogram {
   std::atomic<uint64_t> sum_nanos_{0};
 };
 
-}  // namespace walfs::core
+}  // namespace walfs::util
 
-#endif  // WALFS_CORE_LATENCY_HISTOGRAM_H_
+#endif  // WALFS_UTIL_LATENCY_HISTOGRAM_H_

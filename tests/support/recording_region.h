@@ -1,5 +1,6 @@
 // RecordingRegion: an in-memory PersistentRegion that models what a power failure would
-// leave on the media: the crash-test engine.
+// leave on the media: the crash-test engine. Test support: core and shipped programs
+// never include it.
 //
 // Like LevelDB's fault_injection_test (state as of the last sync, everything else
 // droppable) refined to persistent memory the way Yat and Chipmunk do it: the region
@@ -33,8 +34,8 @@
 // (in the thread that reached the durability point), Store, Fill, Flush, Drain and
 // SetDurabilityHook from other threads wait until it returns, so the hook sees one
 // frozen state even with several writers; from the hook's own thread they abort.
-#ifndef WALFS_CORE_RECORDING_REGION_H_
-#define WALFS_CORE_RECORDING_REGION_H_
+#ifndef WALFS_TESTS_SUPPORT_RECORDING_REGION_H_
+#define WALFS_TESTS_SUPPORT_RECORDING_REGION_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -177,4 +178,4 @@ class RecordingRegion final : public PersistentRegion {
 
 }  // namespace walfs::core
 
-#endif  // WALFS_CORE_RECORDING_REGION_H_
+#endif  // WALFS_TESTS_SUPPORT_RECORDING_REGION_H_

@@ -1,5 +1,5 @@
 // PowerCutRegion: a written image in process memory, a persisted image in the media.
-#include "core/power_cut_region.h"
+#include "tests/support/power_cut_region.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,5 +1,5 @@
-// ParseByteSize: the one size syntax of walfs's command lines (core/byte_size.h).
-#include "core/byte_size.h"
+// ParseByteSize: the one size syntax of walfs's command lines (util/byte_size.h).
+#include "util/byte_size.h"
 
 #include <cctype>
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace walfs::core {
+namespace walfs::util {
 
 absl::StatusOr<uint64_t> ParseByteSize(const std::string& text) {
   auto bad = [&text](const char* why) {
@@ -41,4 +41,4 @@ absl::StatusOr<uint64_t> ParseByteSize(const std::string& text) {
   return value << shift;
 }
 
-}  // namespace walfs::core
+}  // namespace walfs::util

@@ -7,15 +7,16 @@
 // 64M = 64MB = 64MiB = 67108864 bytes, 512k = 524288 bytes; a bare number (or "B") is
 // bytes. Anything else — a sign, a fraction, spaces, an unknown unit, a value past
 // 2^64 - 1 — is refused.
-#ifndef WALFS_CORE_BYTE_SIZE_H_
-#define WALFS_CORE_BYTE_SIZE_H_
+// Part of walfs_util (util/CMakeLists.txt): for command lines only, never the engine.
+#ifndef WALFS_UTIL_BYTE_SIZE_H_
+#define WALFS_UTIL_BYTE_SIZE_H_
 
 #include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
 
-namespace walfs::core {
+namespace walfs::util {
 
 // What a size may look like, for usage texts and error messages.
 inline constexpr char kByteSizeSyntax[] =
@@ -26,6 +27,6 @@ inline constexpr char kByteSizeSyntax[] =
 // accepted (kByteSizeSyntax).
 absl::StatusOr<uint64_t> ParseByteSize(const std::string& text);
 
-}  // namespace walfs::core
+}  // namespace walfs::util
 
-#endif  // WALFS_CORE_BYTE_SIZE_H_
+#endif  // WALFS_UTIL_BYTE_SIZE_H_

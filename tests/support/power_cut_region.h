@@ -1,4 +1,6 @@
-// PowerCutRegion: a test facility under which killing the process is a power cut.
+// PowerCutRegion: a test facility under which killing the process is a power cut. Test
+// support: only the tests and the daemon of a test build (WALFS_TEST_FACILITIES, its
+// powercut_sim option) link it; core and shipped programs never do.
 //
 // It wraps the region a pool really lives in (normally OpenPmemRegion over the pool
 // file: "the media") and serves every read and store from a private anonymous copy of it
@@ -27,8 +29,8 @@
 //
 // Memory: one anonymous mapping of the media's size. Pages that are all zero in the
 // media are not copied, so only the pool's used part becomes resident.
-#ifndef WALFS_CORE_POWER_CUT_REGION_H_
-#define WALFS_CORE_POWER_CUT_REGION_H_
+#ifndef WALFS_TESTS_SUPPORT_POWER_CUT_REGION_H_
+#define WALFS_TESTS_SUPPORT_POWER_CUT_REGION_H_
 
 #include <memory>
 #include <string>
@@ -52,4 +54,4 @@ absl::StatusOr<std::unique_ptr<PersistentRegion>> NewPowerCutRegion(
 
 }  // namespace walfs::core
 
-#endif  // WALFS_CORE_POWER_CUT_REGION_H_
+#endif  // WALFS_TESTS_SUPPORT_POWER_CUT_REGION_H_

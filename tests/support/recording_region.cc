@@ -1,5 +1,5 @@
 // RecordingRegion: the crash-test engine (see recording_region.h for the model).
-#include "core/recording_region.h"
+#include "tests/support/recording_region.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,7 +1,8 @@
-// MemoryRegion: a PersistentRegion in ordinary memory, for tests and tools that work on
-// a copy of a pool image. Flush and Drain do nothing: everything stored is "durable".
-#ifndef WALFS_CORE_MEMORY_REGION_H_
-#define WALFS_CORE_MEMORY_REGION_H_
+// MemoryRegion: a PersistentRegion in ordinary memory, for tests, fuzzers and benchmarks
+// that work on a copy of a pool image. Flush and Drain do nothing: everything stored is
+// "durable". Test support: core and shipped programs never include it.
+#ifndef WALFS_TESTS_SUPPORT_MEMORY_REGION_H_
+#define WALFS_TESTS_SUPPORT_MEMORY_REGION_H_
 
 #include <cstring>
 #include <memory>
@@ -60,4 +61,4 @@ class MemoryRegion final : public PersistentRegion {
 
 }  // namespace walfs::core
 
-#endif  // WALFS_CORE_MEMORY_REGION_H_
+#endif  // WALFS_TESTS_SUPPORT_MEMORY_REGION_H_

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The benchmark suite (tools/bench/run.sh) in its --smoke sizes, so it cannot rot: every
 # workload runs once with tiny sizes against every target, and each result table must
-# have a successful row per target. Bounded to under 3 minutes. Then the lever matrix
-# (tools/bench/levers.sh --smoke: four settings, pg_test_fsync and the segment lifecycle),
-# bounded to 2 minutes.
+# have a successful row per target, and crash recovery with the library preloaded (pmem
+# mode's walfs-direct, msync mode's walfs-msync-reads) reads its WAL without a FUSE READ.
+# Bounded to 7 minutes. Then the lever matrix (tools/bench/levers.sh --smoke: four
+# settings, pg_test_fsync and the segment lifecycle), bounded to 2 minutes; then, where
+# the PostgreSQL 17 chroot can be had (tools/pg-chroot), the suite with --pg-version 17:
+# the WAL summarizer workload, whose reads on walfs-direct make no FUSE READ either,
+# bounded to 3 minutes.
 source "$(dirname "$0")/lib/common.sh"
 
 require_postgres
@@ -15,11 +19,11 @@ out=$work/out
 rc=0
 # --huge-pool: the tmpfs-backed pools on the suite's own huge=always tmpfs, which it
 # must unmount again.
-timeout --kill-after=20 300 "$WALFS_SOURCE_DIR/tools/bench/run.sh" --smoke --huge-pool \
+timeout --kill-after=20 420 "$WALFS_SOURCE_DIR/tools/bench/run.sh" --smoke --huge-pool \
   --build-dir "$WALFS_BUILD_DIR" --out "$out" >"$work/run.log" 2>&1 || rc=$?
 if [ "$rc" -ne 0 ]; then
   tail -40 "$work/run.log" >&2
-  fail "run.sh --smoke exited with $rc (124: took longer than 300 s)"
+  fail "run.sh --smoke exited with $rc (124: took longer than 420 s)"
 fi
 grep -q '^tmpfs pools: .* huge=always$' "$out/machine.txt" ||
   fail "pools not on a huge=always tmpfs: $(grep '^tmpfs pools' "$out/machine.txt")"
@@ -78,6 +82,20 @@ if [ -x "$WALFS_BUILD_DIR/tools/bench/walfs_direct_bench" ]; then
   done
 fi
 
+expect_rows "crash recovery" "redo (the server log's \"redo done ... elapsed\")" "${targets[@]}"
+# expect_zero WORKLOAD_PREFIX METRIC TARGET...: a successful row whose median is 0.
+expect_zero() {
+  local prefix=$1 metric=$2 t
+  shift 2
+  expect_rows "$prefix" "$metric" "$@"
+  for t in "$@"; do
+    awk -F'\t' -v p="$prefix" -v m="$metric" -v t="$t" \
+      'index($1, p) == 1 && $2 == m && $5 == t { exit !($8 == 0) }' "$summary" ||
+      fail "'$prefix' / '$metric' is not 0 on $t"
+  done
+}
+expect_zero "crash recovery" "FUSE READ requests during the restart" walfs-direct walfs-msync-reads
+
 # Ratios are computed against the baselines.
 awk -F'\t' '$2 == "8 KiB write + fdatasync" && $5 == "tmpfs" { exit !($13 == "1.000") }' \
   "$summary" || fail "tmpfs ratio to itself is not 1.000"
@@ -114,3 +132,27 @@ done
 awk -F'\t' '$5 == "default" && $2 == "8 KiB write + fdatasync" { exit !($14 == "1.000") }' \
   "$lsum" || fail "levers: the default's ratio to itself is not 1.000"
 log "levers smoke: rows and ratios for ${settings[*]}"
+
+# The suite on PostgreSQL 17 (its chroot): the WAL summarizer workload.
+rc=0
+"$WALFS_SOURCE_DIR/tools/pg-chroot" ensure 17 >/dev/null || rc=$?
+if [ "$rc" = 3 ]; then
+  log "no PostgreSQL 17 chroot (Debian's archive unreachable): the --pg-version 17 run is not made"
+else
+  [ "$rc" = 0 ] || fail "tools/pg-chroot ensure 17 failed (exit $rc)"
+  pout=$work/pg17
+  timeout --kill-after=20 180 "$WALFS_SOURCE_DIR/tools/bench/run.sh" --smoke --pg-version 17 \
+    --targets walfs-direct,tmpfs --workloads summarize \
+    --build-dir "$WALFS_BUILD_DIR" --out "$pout" >"$work/pg17.log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    tail -40 "$work/pg17.log" >&2
+    fail "run.sh --smoke --pg-version 17 exited with $rc (124: took longer than 180 s)"
+  fi
+  grep -q '^postgresql: postgres (PostgreSQL) 17' "$pout/machine.txt" ||
+    fail "--pg-version 17 did not run PostgreSQL 17: $(grep '^postgresql' "$pout/machine.txt")"
+  summary=$pout/summary.tsv
+  expect_rows "WAL summarizer" "TPC-B tps" walfs-direct tmpfs
+  expect_zero "WAL summarizer" "FUSE READ requests during the run" walfs-direct
+  log "bench smoke on PostgreSQL 17: the summarizer's reads bypassed FUSE"
+fi
+

@@ -11,12 +11,14 @@
 #                          raw.tsv (every figure), machine.txt, logs/
 #     --targets LIST       comma-separated (default: all) of
 #                          walfs-pmem,walfs-direct,walfs-direct-b,walfs-msync-tmpfs,
-#                          walfs-msync-disk,tmpfs,ext4,passthrough_ll (walfs-direct-b
-#                          preloads DIRECT_LIB_B: a second library build to compare)
+#                          walfs-msync-disk,walfs-msync-reads,tmpfs,ext4,passthrough_ll
+#                          (walfs-direct-b preloads DIRECT_LIB_B: a second library
+#                          build to compare)
 #     --workloads LIST     comma-separated (default: all) of
 #                          fsync,pgbench,inserts,bulk,segments,core,floor,recovery,
-#                          syncrep (the default), and profile (TPC-B under `perf
-#                          record`, needs linux-perf)
+#                          syncrep (the default), profile (TPC-B under `perf record`,
+#                          needs linux-perf) and summarize (TPC-B with summarize_wal =
+#                          on, PostgreSQL 17 and later)
 #     --reps N             repetitions per target (default 3)
 #     --duration SECS      pgbench/insert run length -T (default 20)
 #     --fsync-secs SECS    pg_test_fsync -s (default 2)
@@ -39,10 +41,16 @@
 #     --pin-client CPUS    run pgbench under `taskset -c CPUS`: with both, how far a
 #                          one-client figure is the scheduler's placement
 #                          (tools/bench/results/2026-12-03-amd-epyc-pvm.md)
+#     --pg-version N       PostgreSQL major version (default 15, the host's); 17 and 18
+#                          run in the cached Debian chroot of tools/pg-chroot (made on
+#                          first use), with the suite's directories bound in at their
+#                          own paths; fsync (pg_test_fsync on the host) is refused then
+#     --summarize-clients N  TPC-B clients of the summarize workload (default 4)
 #     --build-dir DIR      CMake build dir (default ./build)
 #     --smoke              tiny sizes for CI: 1 rep, 1 s runs, scale 1, 2 bulk segments
 set -euo pipefail
 COMMAND_LINE="tools/bench/run.sh $*"
+ORIG_ARGS=("$@")
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
 SOURCE_DIR=$(cd "$BENCH_DIR/../.." && pwd)
 
@@ -60,6 +68,8 @@ PROFILE_FREQ=250
 BULK_SEGMENTS=42
 RECOVERY_SEGMENTS=64
 SYNCREP_CLIENTS=4
+SUMMARIZE_CLIENTS=4
+PG_VERSION=15
 SEG_COUNT=16
 POOL_SIZE=2G
 DISK_PARENT=/var/tmp
@@ -85,6 +95,8 @@ while [ $# -gt 0 ]; do
     --bulk-segments) BULK_SEGMENTS=$2; shift ;;
     --recovery-segments) RECOVERY_SEGMENTS=$2; shift ;;
     --syncrep-clients) SYNCREP_CLIENTS=$2; shift ;;
+    --summarize-clients) SUMMARIZE_CLIENTS=$2; shift ;;
+    --pg-version) PG_VERSION=$2; shift ;;
     --seg-count) SEG_COUNT=$2; shift ;;
     --pool-size) POOL_SIZE=$2; shift ;;
     --disk-dir) DISK_PARENT=$2; shift ;;
@@ -102,6 +114,19 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+# Another PostgreSQL than the host's runs in a chroot, which needs a mount namespace of
+# the suite's own (nothing it binds may outlive it).
+export WALFS_PG_VERSION=$PG_VERSION
+BENCH_PG_ROOT=
+if [ "$PG_VERSION" != 15 ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "run.sh: run as root (mounts, runuser -u postgres)" >&2; exit 2; }
+  if [ -z "${WALFS_BENCH_NAMESPACE:-}" ]; then
+    WALFS_BENCH_NAMESPACE=1 exec unshare -m --propagation private "$0" "${ORIG_ARGS[@]}"
+  fi
+  BENCH_PG_ROOT=$("$SOURCE_DIR/tools/pg-chroot" ensure "$PG_VERSION") ||
+    { echo "run.sh: no chroot for PostgreSQL $PG_VERSION (tools/pg-chroot above)" >&2; exit 1; }
+fi
+
 # shellcheck source=lib/suite.sh
 source "$BENCH_DIR/lib/suite.sh"
 unset PMEM_IS_PMEM_FORCE  # only the walfs-pmem daemon and core_bench get it
@@ -110,8 +135,14 @@ unset PMEM_IS_PMEM_FORCE  # only the walfs-pmem daemon and core_bench get it
 IFS=, read -r -a TARGETS <<<"${TARGETS_ARG:-$(IFS=,; echo "${ALL_TARGETS[*]}")}"
 IFS=, read -r -a WORKLOADS <<<"$WORKLOADS_ARG"
 for w in "${WORKLOADS[@]}"; do
-  case $w in fsync | pgbench | inserts | bulk | segments | core | floor | recovery | syncrep | profile) ;;
+  case $w in fsync | pgbench | inserts | bulk | segments | core | floor | recovery | syncrep | profile | summarize) ;;
     *) fail "unknown workload '$w'" ;; esac
+  if [ "$w" = fsync ] && [ -n "$PG_ROOT" ]; then
+    fail "fsync runs pg_test_fsync on the host: only with --pg-version 15"
+  fi
+  if [ "$w" = summarize ] && [ "$PG_VERSION" -lt 17 ]; then
+    fail "summarize needs PostgreSQL 17 or later (summarize_wal): --pg-version 17"
+  fi
 done
 
 suite_results_dir walfs-bench
@@ -131,6 +162,9 @@ if [ "$HUGE_POOL" = 1 ]; then
     fail "cannot mount a huge=always tmpfs on $POOL_ROOT"
   on_exit "umount '$POOL_ROOT'"
 fi
+if [ -n "$PG_ROOT" ]; then
+  bench_chroot_mounts "$SHM_ROOT" "$DISK_ROOT"
+fi
 
 # ------------------------------------------------------------------ machine
 pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "?"; }
@@ -140,6 +174,7 @@ pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "?"; }
   echo "settings: reps=$REPS duration=${PGBENCH_SECS}s fsync_secs=$FSYNC_SECS scale=$PGBENCH_SCALE" \
     "clients=\"$PGBENCH_CLIENTS\" insert_clients=$INSERT_CLIENTS bulk_segments=$BULK_SEGMENTS" \
     "recovery_segments=$RECOVERY_SEGMENTS syncrep_clients=$SYNCREP_CLIENTS" \
+    "summarize_clients=$SUMMARIZE_CLIENTS pg_version=$PG_VERSION" \
     "seg_count=$SEG_COUNT pool_size=$POOL_SIZE" \
     "pin_server=${PIN_SERVER:-none} pin_client=${PIN_CLIENT:-none}"
   echo "nproc: $(nproc)"
@@ -153,7 +188,7 @@ pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "?"; }
   [ -r "/sys/block/$dev/queue/rotational" ] &&
     echo "disk $dev: rotational=$(cat "/sys/block/$dev/queue/rotational")" \
       "model=$(cat "/sys/block/$dev/device/model" 2>/dev/null || echo virtual)"
-  echo "postgresql: $("$PG_BIN/postgres" --version)"
+  echo "postgresql: $(${PG_ROOT:+chroot "$PG_ROOT"} "$PG_BIN/postgres" --version)${PG_ROOT:+ (chroot $PG_ROOT)}"
   echo "libfuse3: $(pkgver libfuse3-3) libpmem: $(pkgver libpmem1)"
   echo "load before start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$OUT_DIR/machine.txt"
@@ -198,6 +233,10 @@ fi
 
 if has_workload syncrep; then
   run_interleaved "synchronous replication" wl_syncrep
+fi
+
+if has_workload summarize; then
+  run_interleaved "WAL summarizer" wl_summarize
 fi
 
 if has_workload core; then

@@ -8,6 +8,45 @@
 
 PG_PORT=5432
 
+# With PG_ROOT set (run.sh --pg-version), PostgreSQL's programs run in that chroot as its
+# postgres user (the host's uid and gid, tools/pg-chroot); paths are the same inside and
+# out for what bench_chroot_mounts binds.
+if [ -n "${PG_ROOT:-}" ]; then
+  as_postgres() {
+    chroot --userspec=postgres:postgres "$PG_ROOT" \
+      env HOME=/var/lib/postgresql USER=postgres LOGNAME=postgres "$@"
+  }
+fi
+
+# bench_chroot_mounts DIR...: what PostgreSQL in PG_ROOT needs, undone at exit (lazily and
+# recursively, so nothing stays mounted in the shared cache): a /tmp, /proc, /dev and a
+# /dev/shm of its own; each DIR at its own path, as a shared mount whose mounts made later
+# (the walfs targets' mounts) appear inside; and the direct-access library copied under
+# the first DIR (DIRECT_LIB then names the copy, the same file for host programs).
+bench_chroot_mounts() {
+  local root=$PG_ROOT d
+  _bench_mount() {
+    mount "$@" || fail "mount $* failed"
+    on_exit "umount -R -l '${*: -1}'"
+  }
+  _bench_mount -t tmpfs -o mode=1777,size=64m walfs-bench-tmp "$root/tmp"
+  _bench_mount -t proc proc "$root/proc"
+  _bench_mount --bind /dev "$root/dev"
+  _bench_mount -t tmpfs -o mode=1777,size=512m walfs-bench-shm "$root/dev/shm"
+  for d in "$@"; do
+    mkdir -p "$root$d"
+    _bench_mount --bind "$d" "$d"
+    mount --make-shared "$d" || fail "mount --make-shared $d failed"
+    _bench_mount --bind "$d" "$root$d"
+  done
+  if [ -f "$DIRECT_LIB" ]; then
+    mkdir -p "$1/lib"
+    cp "$DIRECT_LIB" "$1/lib/libwalfs-direct.so"
+    chmod 0755 "$1/lib" "$1/lib/libwalfs-direct.so"
+    DIRECT_LIB=$1/lib/libwalfs-direct.so
+  fi
+}
+
 # pg_init DATADIR WALDIR: a fresh cluster with pg_wal in WALDIR (an empty dir owned by
 # postgres). initdb runs once per suite (on tmpfs, --no-sync: its own durability is not
 # what is measured); every cluster is a copy of that template, which costs a fraction of
@@ -55,7 +94,7 @@ pg_start() {
     opts+=" -c $2"
     shift 2
   done
-  on_exit "runuser -u postgres -- '$PG_BIN/pg_ctl' -D '$data' -m immediate stop"
+  on_exit "as_postgres '$PG_BIN/pg_ctl' -D '$data' -m immediate stop"
   as_postgres ${PIN_SERVER:+taskset -c "$PIN_SERVER"} env ${PG_PRELOAD:+LD_PRELOAD="$PG_PRELOAD"} \
     "$PG_BIN/pg_ctl" -D "$data" -l "$data.server.log" -w -t 120 -o "$opts" \
     start >/dev/null || {

@@ -16,6 +16,9 @@ fi
 export WALFS_SOURCE_DIR=${WALFS_SOURCE_DIR:-$SOURCE_DIR}
 # shellcheck source=../../../tests/integration/lib/common.sh
 source "$SOURCE_DIR/tests/integration/lib/common.sh"
+# run.sh sets BENCH_PG_ROOT for a PostgreSQL in a chroot (--pg-version); common.sh's PG_BIN
+# is then the path inside it.
+PG_ROOT=${BENCH_PG_ROOT:-}
 source "$BENCH_DIR/lib/targets.sh"
 source "$BENCH_DIR/lib/pg.sh"
 source "$BENCH_DIR/lib/workloads.sh"

@@ -15,6 +15,8 @@
 #                      run; skipped unless DIRECT_LIB_B names a file
 #   walfs-msync-tmpfs  walfs daemon, pool on tmpfs (msync path)
 #   walfs-msync-disk   walfs daemon, pool file on the local disk (msync path)
+#   walfs-msync-reads  as walfs-msync-disk, and the WAL programs preload the library:
+#                      writes go through FUSE (msync mode), reads through read leases
 #   tmpfs              a plain tmpfs directory: the ceiling, no durability
 #   ext4               a directory on the local disk (what users have today)
 #   passthrough_ll     libfuse's example passthrough_ll over tmpfs, built here
@@ -22,7 +24,7 @@
 # Needs: SHM_ROOT (a dir on tmpfs), DISK_ROOT (a dir on the local disk), POOL_SIZE;
 # POOL_ROOT, where the tmpfs-backed pools go, defaults to SHM_ROOT.
 
-ALL_TARGETS=(walfs-pmem walfs-direct walfs-direct-b walfs-msync-tmpfs walfs-msync-disk tmpfs ext4 passthrough_ll)
+ALL_TARGETS=(walfs-pmem walfs-direct walfs-direct-b walfs-msync-tmpfs walfs-msync-disk walfs-msync-reads tmpfs ext4 passthrough_ll)
 DIRECT_LIB=${DIRECT_LIB:-$WALFS_BUILD_DIR/fs/direct/libwalfs-direct.so}
 DIRECT_LIB_B=${DIRECT_LIB_B:-}
 PASSTHROUGH_SRC=${PASSTHROUGH_SRC:-/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c}
@@ -146,6 +148,17 @@ target_up() {
       ;;
     walfs-msync-tmpfs) _walfs_up "$name" "${POOL_ROOT:-$SHM_ROOT}/walfs-msync.pool" 0 ;;
     walfs-msync-disk) _walfs_up "$name" "$DISK_ROOT/walfs-msync.pool" 0 ;;
+    walfs-msync-reads)
+      if [ ! -f "$DIRECT_LIB" ]; then
+        TARGET_SKIP[$name]="direct-access library not built ($DIRECT_LIB)"
+        return 0
+      fi
+      _walfs_up "$name" "$DISK_ROOT/walfs-msync-reads.pool" 0
+      if [ -n "${TARGET_BASE[$name]:-}" ]; then
+        TARGET_PRELOAD[$name]=$DIRECT_LIB
+        TARGET_NOTE[$name]+=", WAL programs preload $DIRECT_LIB (read leases only)"
+      fi
+      ;;
     tmpfs)
       d=$SHM_ROOT/tmpfs-wal
       mkdir -p "$d"
@@ -214,7 +227,11 @@ target_twin() {
       TARGET_PRELOAD[$twin]=${TARGET_PRELOAD[$name]:-}
       ;;
     walfs-msync-tmpfs) _walfs_up "$twin" "${POOL_ROOT:-$SHM_ROOT}/$twin.pool" 0 ;;
-    walfs-msync-disk) _walfs_up "$twin" "$DISK_ROOT/$twin.pool" 0 ;;
+    walfs-msync-disk | walfs-msync-reads)
+      _walfs_up "$twin" "$DISK_ROOT/$twin.pool" 0
+      [ -n "${TARGET_BASE[$twin]:-}" ] || return 1
+      TARGET_PRELOAD[$twin]=${TARGET_PRELOAD[$name]:-}
+      ;;
     *)
       TARGET_BASE[$twin]=${TARGET_BASE[$name]}/twin
       mkdir -p "${TARGET_BASE[$twin]}"

@@ -589,3 +589,40 @@ wl_syncrep() {
   rm -rf "$data" "$sdata" "$wal" "$swal"
   record "$wl" "TPC-B tps" tps higher "$target" "$rep" "$tps"
 }
+
+# ---------------------------------------------------------------- 10. the WAL summarizer
+# PostgreSQL 17's summarize_wal = on: a background process reads every WAL page soon after
+# it is written, so on walfs without the library each page costs a FUSE READ on top of
+# the backends' writes. A fresh cluster each repetition, pgbench TPC-B with
+# SUMMARIZE_CLIENTS clients for PGBENCH_SECS; on walfs targets the daemon's FUSE READs
+# over the run (info), and how much WAL the summarizer had not yet summarized when the
+# run ended (info: it trails the flush position by design).
+wl_summarize() {
+  local target=$1 rep=$2 wal data tps=NA reads=NA lag=NA before after out
+  local daemon=${WALFS_PIDS[$target]:-}
+  local wl="WAL summarizer: TPC-B, $SUMMARIZE_CLIENTS clients, summarize_wal = on"
+  wal=$(target_dir "$target" summarize-wal)
+  data=$SHM_ROOT/pgdata/summarize-$target
+  if pg_init "$data" "$wal" &&
+    PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data" -c summarize_wal=on &&
+    as_postgres "$PG_BIN/pgbench" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres -i -q \
+      -s "$PGBENCH_SCALE" postgres >"$OUT_DIR/logs/summarize-init.$target.$rep.log" 2>&1 &&
+    psql_q -c "CHECKPOINT" >/dev/null; then
+    [ -n "$daemon" ] && before=$(walfs_reads "$target")
+    if out=$(pgbench_run -c "$SUMMARIZE_CLIENTS" -j "$SUMMARIZE_CLIENTS" -T "$PGBENCH_SECS" -n); then
+      tps=$(awk '{printf "%.1f", $1}' <<<"$out")
+    fi
+    [ -n "$daemon" ] && after=$(walfs_reads "$target") && reads=$((after - before))
+    lag=$(psql_q -c "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), summarized_lsn)::bigint
+                     FROM pg_get_wal_summarizer_state()") || lag=NA
+    pg_stop "$data"
+  else
+    log "summarize on $target: setting up the cluster failed (logs in $OUT_DIR/logs)"
+  fi
+  rm -rf "$data" "$wal"
+  record "$wl" "TPC-B tps" tps higher "$target" "$rep" "$tps"
+  record "$wl" "WAL not yet summarized at the end" bytes info "$target" "$rep" "${lag:-NA}"
+  if [ -n "$daemon" ]; then
+    record "$wl" "FUSE READ requests during the run" count info "$target" "$rep" "$reads"
+  fi
+}

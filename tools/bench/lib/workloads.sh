@@ -463,14 +463,15 @@ wl_floor() {
 # A fresh cluster, a checkpoint, RECOVERY_SEGMENTS segments of WAL from one bulk INSERT,
 # then every process of the cluster killed with SIGKILL at once (a crash). Before the
 # restart, the WAL readers a DBA runs on that WAL: pg_waldump --stats over the range
-# and `cat` of the range's segments (read(2)), both with the target's preload (they are
+# and `cat` of the range's segments (read(2)), then `cp` of single segments to tmpfs (a
+# new process each, as an archive_command runs), all with the target's preload (they are
 # WAL readers like the startup process, and an archive_command's cp runs with the
 # server's environment). Then the restart: the redo time
 # the server logs ("redo done ... elapsed") and the whole `pg_ctl start -w`. On walfs
 # targets the daemon's FUSE READ count over the restart is recorded as well (info).
 wl_recovery() {
   local target=$1 rep=$2 wal data t0 t1 first last pm kids i
-  local redo=NA start=NA dump=NA catr=NA reads=NA before after segs=NA
+  local redo=NA start=NA dump=NA catr=NA cpms=NA reads=NA before after segs=NA
   local daemon=${WALFS_PIDS[$target]:-}
   local rows=$((RECOVERY_SEGMENTS * 16 * 1024 * 1024 / 1800 + 1000))
   local wl="crash recovery: $RECOVERY_SEGMENTS segments of bulk-insert WAL, kill -9, restart"
@@ -514,6 +515,16 @@ wl_recovery() {
     with_target_env "$target" cat "${files[@]}" >/dev/null
     t_b=$(date +%s%N)
     catr=$(awk -v a="$t_a" -v b="$t_b" -v n="$bytes" 'BEGIN { printf "%.0f", n / ((b - a) / 1e9) / 1e6 }')
+    # cp of single segments, a new process each, as an archive_command runs it: its
+    # start (the preload included), the open and the copy into a tmpfs file.
+    local ncp=0 f
+    t_a=$(date +%s%N)
+    for f in "${files[@]:0:8}"; do
+      with_target_env "$target" cp "$f" "$SHM_ROOT/cp-out.$target" && ncp=$((ncp + 1))
+    done
+    t_b=$(date +%s%N)
+    rm -f "$SHM_ROOT/cp-out.$target"
+    ((ncp > 0)) && cpms=$(awk -v a="$t_a" -v b="$t_b" -v n="$ncp" 'BEGIN { printf "%.2f", (b - a) / 1e6 / n }')
     [ -n "$daemon" ] && before=$(walfs_reads "$target")
     t_a=$(date +%s%N)
     if PG_MAX_WAL_SIZE=16GB PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data"; then
@@ -531,6 +542,7 @@ wl_recovery() {
   record "$wl" "restart (pg_ctl start -w, redo included)" s lower "$target" "$rep" "$start"
   record "$wl" "pg_waldump --stats over the range (8 KiB preads)" s lower "$target" "$rep" "$dump"
   record "$wl" "cat of the range's segments (128 KiB read(2)s)" MB/s higher "$target" "$rep" "$catr"
+  record "$wl" "cp of one segment to tmpfs (a new process each, start included)" ms lower "$target" "$rep" "$cpms"
   if [ -n "$daemon" ]; then
     record "$wl" "FUSE READ requests during the restart" count info "$target" "$rep" "$reads"
   fi

@@ -74,7 +74,8 @@ inline constexpr unsigned kMaxThreads = 64;
 inline constexpr unsigned kMaxWriteLimit = 1u << 20;
 inline constexpr unsigned kMinWrite = 4096;
 // walfs is the only writer of its namespace and the kernel invalidates what its own
-// requests change, so names and attributes may be cached for a day (fs/operations.cc).
+// requests change, so names and attributes may be cached for a day
+// (fs/operations_namespace.cc).
 inline constexpr double kDefaultCacheTimeout = 86400.0;
 
 struct Options {

@@ -2,8 +2,8 @@
 // have one, whether this pool offers them at all, and the hello sent to a client.
 //
 // The decisions are small pure functions (unit-tested without a mount); SessionSender is
-// the one piece with a thread and descriptors. operations.cc only decodes requests,
-// asks these, and replies.
+// the one piece with a thread and descriptors. operations_direct.cc only decodes
+// requests, asks these, and replies.
 #ifndef WALFS_FS_SESSION_H_
 #define WALFS_FS_SESSION_H_
 

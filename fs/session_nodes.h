@@ -17,8 +17,8 @@
 //
 // Names: only <kSessionPrefix><token>, token 1..kMaxTokenBytes of [0-9A-Za-z_.-], only
 // sockets, only in the root. Nothing else may be created under the prefix anywhere
-// (operations.cc asks IsReserved before every create, link and rename), so no pool
-// dirent can shadow or be shadowed by a node.
+// (operations_namespace.cc asks IsReserved before every create, link and rename), so
+// no pool dirent can shadow or be shadowed by a node.
 //
 // Limits: at most kMaxNodes at once. When full, a create first drops nodes whose
 // creator no longer exists or that are older than kMaxAge (a client that died between

@@ -5,7 +5,7 @@
 
 namespace walfs::direct {
 
-// LoadedPmem() is not null here: a write lease is granted only after LoadPmem succeeded
+// LoadedPmem() is not null in a store: a write lease is granted only after LoadPmem succeeded
 // (LeasePending), and the entry's publication orders that before this load.
 void PmemPersistor::Store(const MappedRun& run, uint64_t offset, const void* src, size_t n) {
   LoadedPmem()->memcpy_nodrain(run.pool_addr + offset, src, n);

@@ -42,9 +42,10 @@ bool SameFile(int a, int b) {
 // The reply in hand names other stamps than the session *session: the session is an
 // idle one kept from an earlier daemon of a mount whose st_dev the current one reuses.
 // Ends it and makes a new one through priv (the exchange asks the daemon that granted
-// the reply): kGranted with *session the new one when its stamps are the reply's.
-LeaseOutcome RenewSession(int fd, int priv, dev_t dev, const lease::Reply& reply,
-                          Sessions& sessions, const SessionSources& sources, int* session) {
+// the reply): kGranted with *session the new one, whose stamps CheckReplyInSession then
+// compares with the reply's like any session's; or kNoSession.
+LeaseOutcome RenewSession(int fd, int priv, dev_t dev, Sessions& sessions,
+                          const SessionSources& sources, int* session) {
   sessions.Discard(*session);
   sessions.Release(*session);
   const char* reason = "";
@@ -52,10 +53,6 @@ LeaseOutcome RenewSession(int fd, int priv, dev_t dev, const lease::Reply& reply
   if (*session < 0) {
     DebugLog("fd %d: no lease: no session: %s: %s", fd, reason, strerror(-*session));
     return LeaseOutcome::kNoSession;
-  }
-  if (reply.stamps_id != sessions.Get(*session).facts.stamps_id) {
-    DebugLog("fd %d: no lease: the reply names other stamps than the daemon's session", fd);
-    return LeaseOutcome::kInvalid;
   }
   DebugLog("fd %d: a kept session was an earlier daemon's: made a new one", fd);
   return LeaseOutcome::kGranted;
@@ -261,7 +258,7 @@ LeaseOutcome LeasePending(int fd, const LeaseSources& sources, FdTable& table,
       outcome = LeaseOutcome::kInvalid;
       DebugLog("fd %d: no lease: invalid reply: not the access asked for", fd);
     } else if (reply.stamps_id != sessions.Get(session).facts.stamps_id &&
-               (outcome = RenewSession(fd, priv, st.st_dev, reply, sessions, *sources.session,
+               (outcome = RenewSession(fd, priv, st.st_dev, sessions, *sources.session,
                                        &session)) != LeaseOutcome::kGranted) {
       // RenewSession said why.
     } else if (const char* foreign =

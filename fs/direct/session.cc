@@ -299,9 +299,7 @@ int Sessions::Acquire(int leased_fd, dev_t dev, const SessionSources& sources,
     }
     for (int i = 0; i < kMaxSessions; ++i) {
       Session& s = sessions_[i];
-      if (s.refs != 0 || s.dev != key || s.pool_fd.load(std::memory_order_relaxed) < 0) {
-        continue;
-      }
+      if (!IsIdle(s) || s.dev != key) continue;
       // Idle: locked again before any mapping is made from it (L6). A pool someone is
       // rewriting (mkfs --force, fsck --repair hold a write lock) refuses it; the session
       // is then closed and an exchange says whether there is a daemon to serve the pool.
@@ -387,26 +385,29 @@ int Sessions::Install(dev_t dev, ReceivedHello& received, const char** reason) {
   facts.stamps_id = received.hello.stamps_id;
 
   SignalSafeLock::Guard guard(lock_);
-  int slot = -1;
-  int idle = -1;
+  const uint64_t key = static_cast<uint64_t>(dev);
   for (int i = 0; i < kMaxSessions; ++i) {
     Session& s = sessions_[i];
-    if (s.refs > 0 && s.dev == static_cast<uint64_t>(dev) && !s.stale) {
+    if (s.refs > 0 && s.dev == key && !s.stale) {
       // Another thread's exchange finished first: share its session.
       ++s.refs;
       received.CloseAll();
       return i;
     }
-    if (s.refs > 0) continue;
-    if (s.pool_fd.load(std::memory_order_relaxed) < 0) {
-      if (slot < 0) slot = i;
-    } else if (s.dev == static_cast<uint64_t>(dev) || idle < 0) {
-      idle = i;  // this mount's idle session (superseded), else any idle one
-    }
   }
-  if (idle >= 0 && (slot < 0 || sessions_[idle].dev == static_cast<uint64_t>(dev))) {
-    CloseSlot(sessions_[idle]);
-    if (slot < 0) slot = idle;
+  // The new session supersedes this mount's idle one; an empty slot takes it, else the
+  // slot of another mount's idle session, which is closed.
+  int slot = -1;
+  for (int i = 0; i < kMaxSessions; ++i) {
+    Session& s = sessions_[i];
+    if (IsIdle(s) && s.dev == key) CloseSlot(s);
+    if (slot < 0 && s.refs == 0 && s.pool_fd.load(std::memory_order_relaxed) < 0) slot = i;
+  }
+  for (int i = 0; i < kMaxSessions && slot < 0; ++i) {
+    if (IsIdle(sessions_[i])) {
+      CloseSlot(sessions_[i]);
+      slot = i;
+    }
   }
   if (slot < 0) {
     received.CloseAll();
@@ -497,7 +498,7 @@ void Sessions::ForkChild() {
 void Sessions::CloseIdle() {
   SignalSafeLock::Guard guard(lock_);
   for (Session& s : sessions_) {
-    if (s.refs == 0 && s.pool_fd.load(std::memory_order_relaxed) >= 0) CloseSlot(s);
+    if (IsIdle(s)) CloseSlot(s);
   }
 }
 
@@ -511,9 +512,7 @@ int Sessions::open_count() {
 int Sessions::idle_count() {
   SignalSafeLock::Guard guard(lock_);
   int n = 0;
-  for (const Session& s : sessions_) {
-    n += s.refs == 0 && s.pool_fd.load(std::memory_order_relaxed) >= 0;
-  }
+  for (const Session& s : sessions_) n += IsIdle(s);
   return n;
 }
 

@@ -188,6 +188,11 @@ class Sessions {
     int error = 0;
   };
 
+  // No reference, descriptors kept (unlocked). lock_ held.
+  static bool IsIdle(const Session& s) {
+    return s.refs == 0 && s.pool_fd.load(std::memory_order_relaxed) >= 0;
+  }
+
   // Closes s's descriptors (dropping the lock with the description's last one) and
   // empties the slot. lock_ held.
   void CloseSlot(Session& s);

@@ -15,16 +15,22 @@ require_fuse
 [ -x "$WALFS_BUILD_DIR/tools/bench/walfs_segbench" ] || fail "walfs_segbench not built"
 
 work=$(make_workdir)
+# bounded SECS LOG WHAT CMD...: CMD with its output in LOG, failing (with LOG's tail) when
+# it fails or takes longer than SECS.
+bounded() {
+  local secs=$1 logf=$2 what=$3 rc=0
+  shift 3
+  timeout --kill-after=20 "$secs" "$@" >"$logf" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    tail -40 "$logf" >&2
+    fail "$what exited with $rc (124: took longer than $secs s)"
+  fi
+}
 out=$work/out
-rc=0
 # --huge-pool: the tmpfs-backed pools on the suite's own huge=always tmpfs, which it
 # must unmount again.
-timeout --kill-after=20 420 "$WALFS_SOURCE_DIR/tools/bench/run.sh" --smoke --huge-pool \
-  --build-dir "$WALFS_BUILD_DIR" --out "$out" >"$work/run.log" 2>&1 || rc=$?
-if [ "$rc" -ne 0 ]; then
-  tail -40 "$work/run.log" >&2
-  fail "run.sh --smoke exited with $rc (124: took longer than 420 s)"
-fi
+bounded 420 "$work/run.log" "run.sh --smoke" "$WALFS_SOURCE_DIR/tools/bench/run.sh" --smoke \
+  --huge-pool --build-dir "$WALFS_BUILD_DIR" --out "$out"
 grep -q '^tmpfs pools: .* huge=always$' "$out/machine.txt" ||
   fail "pools not on a huge=always tmpfs: $(grep '^tmpfs pools' "$out/machine.txt")"
 grep -q '^target walfs-pmem: walfs, pool .*/pools/walfs-pmem.pool' "$out/machine.txt" ||
@@ -103,13 +109,8 @@ awk -F'\t' '$2 == "8 KiB write + fdatasync" && $5 == "tmpfs" { exit !($13 == "1.
 log "bench smoke: every table has a row per target (${targets[*]})"
 
 lout=$work/levers
-rc=0
-timeout --kill-after=20 120 "$WALFS_SOURCE_DIR/tools/bench/levers.sh" --smoke \
-  --build-dir "$WALFS_BUILD_DIR" --out "$lout" >"$work/levers.log" 2>&1 || rc=$?
-if [ "$rc" -ne 0 ]; then
-  tail -40 "$work/levers.log" >&2
-  fail "levers.sh --smoke exited with $rc (124: took longer than 120 s)"
-fi
+bounded 120 "$work/levers.log" "levers.sh --smoke" "$WALFS_SOURCE_DIR/tools/bench/levers.sh" \
+  --smoke --build-dir "$WALFS_BUILD_DIR" --out "$lout"
 lsum=$lout/summary.tsv
 [ -s "$lsum" ] || fail "no $lsum"
 cat "$lout/levers.txt"
@@ -141,13 +142,10 @@ if [ "$rc" = 3 ]; then
 else
   [ "$rc" = 0 ] || fail "tools/pg-chroot ensure 17 failed (exit $rc)"
   pout=$work/pg17
-  timeout --kill-after=20 180 "$WALFS_SOURCE_DIR/tools/bench/run.sh" --smoke --pg-version 17 \
+  bounded 180 "$work/pg17.log" "run.sh --smoke --pg-version 17" \
+    "$WALFS_SOURCE_DIR/tools/bench/run.sh" --smoke --pg-version 17 \
     --targets walfs-direct,tmpfs --workloads summarize \
-    --build-dir "$WALFS_BUILD_DIR" --out "$pout" >"$work/pg17.log" 2>&1 || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    tail -40 "$work/pg17.log" >&2
-    fail "run.sh --smoke --pg-version 17 exited with $rc (124: took longer than 180 s)"
-  fi
+    --build-dir "$WALFS_BUILD_DIR" --out "$pout"
   grep -q '^postgresql: postgres (PostgreSQL) 17' "$pout/machine.txt" ||
     fail "--pg-version 17 did not run PostgreSQL 17: $(grep '^postgresql' "$pout/machine.txt")"
   summary=$pout/summary.tsv

@@ -448,6 +448,15 @@ class DirectSessionExchangeTest : public ::testing::Test {
     if (daemon_.thread.joinable()) daemon_.thread.join();
     return err;
   }
+  // Acquire through the fake daemon, which then closes its copy of the pool descriptor
+  // (as the daemon does once sent): the description is the client's alone.
+  int AcquireSettled(const char** reason) {
+    const int handle = sessions_.Acquire(leased_fd_, dev_, kSources, reason);
+    if (daemon_.thread.joinable()) daemon_.thread.join();
+    close(daemon_.fds[0]);
+    daemon_.fds[0] = -1;
+    return handle;
+  }
 
   std::string dir_, pool_path_;
   dev_t dev_ = 0;
@@ -500,12 +509,8 @@ TEST_F(DirectSessionExchangeTest, TheDaemonsHelloArrivesThroughTheSocketInTheRoo
 
 TEST_F(DirectSessionExchangeTest, OneSessionPerMountUnlockedAtTheLastReferenceAndKept) {
   const char* reason = "";
-  const int a = sessions_.Acquire(leased_fd_, dev_, kSources, &reason);
+  const int a = AcquireSettled(&reason);
   ASSERT_GE(a, 0) << reason;
-  if (daemon_.thread.joinable()) daemon_.thread.join();
-  // The daemon closes its copy once sent: the description is the client's alone.
-  close(daemon_.fds[0]);
-  daemon_.fds[0] = -1;
   const int b = sessions_.Acquire(leased_fd_, dev_, kSources, &reason);
   EXPECT_EQ(a, b);
   EXPECT_EQ(daemon_.ioctl_calls, 1);  // cached
@@ -549,11 +554,8 @@ TEST_F(DirectSessionExchangeTest, OneSessionPerMountUnlockedAtTheLastReferenceAn
 // decides.
 TEST_F(DirectSessionExchangeTest, AnIdleSessionThatCannotBeLockedAgainIsClosed) {
   const char* reason = "";
-  const int a = sessions_.Acquire(leased_fd_, dev_, kSources, &reason);
+  const int a = AcquireSettled(&reason);
   ASSERT_GE(a, 0) << reason;
-  if (daemon_.thread.joinable()) daemon_.thread.join();
-  close(daemon_.fds[0]);
-  daemon_.fds[0] = -1;
   const int pool_fd = sessions_.Get(a).pool_fd.load();
   sessions_.Release(a);
   ASSERT_TRUE(IsOpen(pool_fd));

@@ -114,6 +114,13 @@ psql_q() {
     -U postgres -d postgres "$@"
 }
 
+# pgbench_init LOG: pgbench -i at PGBENCH_SCALE on the running server, its output in
+# OUT_DIR/logs/LOG.
+pgbench_init() {
+  as_postgres "$PG_BIN/pgbench" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres -i -q \
+    -s "$PGBENCH_SCALE" postgres >"$OUT_DIR/logs/$1" 2>&1
+}
+
 # pgbench_run ARGS...: pgbench against the running server; prints its tps (without
 # initial connection time) and the number of transactions it processed, fails if
 # pgbench fails or reports neither.

@@ -91,6 +91,21 @@ _walfs_up() {
   [ "$mode" = "$want" ] || TARGET_NOTE[$name]+=" -- WARNING: expected mode $want"
 }
 
+# _walfs_preloaded_up NAME POOL FORCE LIB WHAT: _walfs_up, and the target's programs
+# preload LIB (WHAT says for the note which of them and to what end).
+_walfs_preloaded_up() {
+  local name=$1 pool=$2 force=$3 lib=$4 what=$5
+  if [ ! -f "$lib" ]; then
+    TARGET_SKIP[$name]="direct-access library not built ($lib)"
+    return 0
+  fi
+  _walfs_up "$name" "$pool" "$force"
+  if [ -n "${TARGET_BASE[$name]:-}" ]; then
+    TARGET_PRELOAD[$name]=$lib
+    TARGET_NOTE[$name]+=", $what preload $lib"
+  fi
+}
+
 _passthrough_up() {
   local name=passthrough_ll
   if [ ! -f "$PASSTHROUGH_SRC" ]; then
@@ -136,28 +151,13 @@ target_up() {
         TARGET_SKIP[$name]="DIRECT_LIB_B is not set (the library build to compare)"
         return 0
       fi
-      if [ ! -f "$lib" ]; then
-        TARGET_SKIP[$name]="direct-access library not built ($lib)"
-        return 0
-      fi
-      _walfs_up "$name" "${POOL_ROOT:-$SHM_ROOT}/$name.pool" 1
-      if [ -n "${TARGET_BASE[$name]:-}" ]; then
-        TARGET_PRELOAD[$name]=$lib
-        TARGET_NOTE[$name]+=", WAL writers preload $lib"
-      fi
+      _walfs_preloaded_up "$name" "${POOL_ROOT:-$SHM_ROOT}/$name.pool" 1 "$lib" "WAL writers"
       ;;
     walfs-msync-tmpfs) _walfs_up "$name" "${POOL_ROOT:-$SHM_ROOT}/walfs-msync.pool" 0 ;;
     walfs-msync-disk) _walfs_up "$name" "$DISK_ROOT/walfs-msync.pool" 0 ;;
     walfs-msync-reads)
-      if [ ! -f "$DIRECT_LIB" ]; then
-        TARGET_SKIP[$name]="direct-access library not built ($DIRECT_LIB)"
-        return 0
-      fi
-      _walfs_up "$name" "$DISK_ROOT/walfs-msync-reads.pool" 0
-      if [ -n "${TARGET_BASE[$name]:-}" ]; then
-        TARGET_PRELOAD[$name]=$DIRECT_LIB
-        TARGET_NOTE[$name]+=", WAL programs preload $DIRECT_LIB (read leases only)"
-      fi
+      _walfs_preloaded_up "$name" "$DISK_ROOT/walfs-msync-reads.pool" 0 "$DIRECT_LIB" \
+        "WAL programs (read leases only)"
       ;;
     tmpfs)
       d=$SHM_ROOT/tmpfs-wal

@@ -84,8 +84,7 @@ pgb_setup() {
   mkdir -p "$SHM_ROOT/pgdata"
   pg_init "$data" "$wal" || return 1
   PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data" || return 1
-  as_postgres "$PG_BIN/pgbench" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres -i -q \
-    -s "$PGBENCH_SCALE" postgres >"$OUT_DIR/logs/pgbench-init.$target.log" 2>&1 || {
+  pgbench_init "pgbench-init.$target.log" || {
     log "pgbench -i on $target failed"
     return 1
   }
@@ -572,8 +571,7 @@ wl_syncrep() {
   local sport=$((PG_PORT + 1))
   if pg_init "$data" "$wal" &&
     PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data" &&
-    as_postgres "$PG_BIN/pgbench" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres -i -q \
-      -s "$PGBENCH_SCALE" postgres >"$OUT_DIR/logs/syncrep-init.$target.$rep.log" 2>&1 &&
+    pgbench_init "syncrep-init.$target.$rep.log" &&
     as_postgres "$PG_BIN/pg_basebackup" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres \
       -D "$sdata" --waldir="$swal" -X stream -R -c fast \
       >"$OUT_DIR/logs/syncrep-basebackup.$target.$rep.log" 2>&1 &&
@@ -617,8 +615,7 @@ wl_summarize() {
   data=$SHM_ROOT/pgdata/summarize-$target
   if pg_init "$data" "$wal" &&
     PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data" -c summarize_wal=on &&
-    as_postgres "$PG_BIN/pgbench" -h "$PG_SOCK_DIR" -p "$PG_PORT" -U postgres -i -q \
-      -s "$PGBENCH_SCALE" postgres >"$OUT_DIR/logs/summarize-init.$target.$rep.log" 2>&1 &&
+    pgbench_init "summarize-init.$target.$rep.log" &&
     psql_q -c "CHECKPOINT" >/dev/null; then
     [ -n "$daemon" ] && before=$(walfs_reads "$target")
     if out=$(pgbench_run -c "$SUMMARIZE_CLIENTS" -j "$SUMMARIZE_CLIENTS" -T "$PGBENCH_SECS" -n); then

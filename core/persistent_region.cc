@@ -25,10 +25,9 @@ void PersistentRegion::SetPersistFailed(absl::Status error) {
   failed_.store(true, std::memory_order_release);
 }
 
-void PersistentRegion::OutOfRange(const char* op, uint64_t off, size_t len,
-                                  std::string_view what) const {
+void PersistentRegion::OutOfRange(const char* op, uint64_t off, size_t len) const {
   std::fprintf(stderr, "walfs: %s\n",
-               absl::StrFormat("%s [%d, +%d) outside %s of %d bytes", op, off, len, what, size_)
+               absl::StrFormat("%s [%d, +%d) outside %s of %d bytes", op, off, len, what_, size_)
                    .c_str());
   std::fflush(stderr);
   std::abort();

@@ -37,9 +37,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -97,14 +99,27 @@ class PersistentRegion {
   virtual absl::Status health() const;
 
  protected:
-  PersistentRegion(char* base, uint64_t size) : base_(base), size_(size) {}
+  // `what` names the region in CheckRange's message ("pool PATH", "power-cut region").
+  PersistentRegion(char* base, uint64_t size, std::string what = "region")
+      : base_(base), size_(size), what_(std::move(what)) {}
   // Latches a persist failure for health(); the first one is kept. Thread-safe.
   void SetPersistFailed(absl::Status error);
-  // Aborts, naming `op` and the region (`what`), unless [off, off+len) lies inside the
-  // region: an out-of-range store or flush is a broken invariant of our own code (media
-  // damage is caught before any offset is computed from it), never an error to return.
-  void CheckRange(const char* op, uint64_t off, size_t len, std::string_view what) const {
-    if (off > size_ || len > size_ - off) OutOfRange(op, off, len, what);
+  // Aborts, naming `op` and the region, unless [off, off+len) lies inside the region: an
+  // out-of-range store or flush is a broken invariant of our own code (media damage is
+  // caught before any offset is computed from it), never an error to return.
+  void CheckRange(const char* op, uint64_t off, size_t len) const {
+    if (off > size_ || len > size_ - off) OutOfRange(op, off, len);
+  }
+  // Store and Fill for an implementation whose stores land in a cache (the page cache, a
+  // written image) and reach the media only through Flush: the range checked, then a
+  // plain copy into the region's bytes.
+  void CachedStore(uint64_t off, const void* src, size_t len) {
+    CheckRange("Store", off, len);
+    std::memcpy(base_ + off, src, len);
+  }
+  void CachedFill(uint64_t off, uint8_t byte, size_t len) {
+    CheckRange("Fill", off, len);
+    std::memset(base_ + off, byte, len);
   }
   // The writable base, for implementations' own stores.
   char* mutable_base() const { return base_; }
@@ -114,11 +129,11 @@ class PersistentRegion {
   }
 
  private:
-  [[noreturn]] void OutOfRange(const char* op, uint64_t off, size_t len,
-                               std::string_view what) const;
+  [[noreturn]] void OutOfRange(const char* op, uint64_t off, size_t len) const;
 
   char* base_;
   uint64_t size_;
+  const std::string what_;
   std::atomic<bool> failed_{false};
   mutable Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);

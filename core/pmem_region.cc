@@ -105,20 +105,15 @@ class MappedRegion : public PersistentRegion {
 
  protected:
   MappedRegion(std::string path, char* base, size_t mapped_len, bool mapped_by_pmem)
-      : PersistentRegion(base, mapped_len),
+      : PersistentRegion(base, mapped_len, absl::StrCat("pool ", path)),
         path_(std::move(path)),
-        range_label_(absl::StrCat("pool ", path_)),
         mapped_len_(mapped_len),
         mapped_by_pmem_(mapped_by_pmem) {}
 
-  void CheckRange(const char* op, uint64_t off, size_t len) const {
-    PersistentRegion::CheckRange(op, off, len, range_label_);
-  }
   const std::string& path() const { return path_; }
 
  private:
   const std::string path_;
-  const std::string range_label_;  // "pool PATH", for CheckRange's message
   int holes_fd_ = -1;
   // The last data run MaybeData found: [run_begin_, run_end_) of the file.
   mutable std::mutex run_mu_;
@@ -163,14 +158,8 @@ class MsyncRegion final : public MappedRegion {
   bool is_pmem() const override { return false; }
   std::string_view kind() const override { return "msync"; }
 
-  void Store(uint64_t off, const void* src, size_t len) override {
-    CheckRange("Store", off, len);
-    std::memcpy(mutable_base() + off, src, len);
-  }
-  void Fill(uint64_t off, uint8_t byte, size_t len) override {
-    CheckRange("Fill", off, len);
-    std::memset(mutable_base() + off, byte, len);
-  }
+  void Store(uint64_t off, const void* src, size_t len) override { CachedStore(off, src, len); }
+  void Fill(uint64_t off, uint8_t byte, size_t len) override { CachedFill(off, byte, len); }
   // msync wants a page-aligned start; the end may be anywhere (the kernel rounds it up
   // to the page). pmem_msync rounds the start down too; doing it here keeps the range
   // we ask for explicit.

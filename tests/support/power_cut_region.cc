@@ -40,13 +40,10 @@ class PowerCutRegion : public PersistentRegion {
 
  protected:
   PowerCutRegion(std::unique_ptr<PersistentRegion> media, char* written)
-      : PersistentRegion(written, media->size()),
+      : PersistentRegion(written, media->size(), "power-cut region"),
         media_(std::move(media)),
         kind_(std::string(media_->kind()) + "+powercut") {}
 
-  void CheckRange(const char* op, uint64_t off, size_t len) const {
-    PersistentRegion::CheckRange(op, off, len, "power-cut region");
-  }
   // Copies written bytes [off, off+len) to the media and flushes them there.
   void WriteBack(uint64_t off, uint64_t len) {
     media_->Store(off, data() + off, len);
@@ -64,14 +61,8 @@ class PowerCutPmemRegion final : public PowerCutRegion {
   PowerCutPmemRegion(std::unique_ptr<PersistentRegion> media, char* written)
       : PowerCutRegion(std::move(media), written) {}
 
-  void Store(uint64_t off, const void* src, size_t len) override {
-    CheckRange("Store", off, len);
-    std::memcpy(mutable_base() + off, src, len);
-  }
-  void Fill(uint64_t off, uint8_t byte, size_t len) override {
-    CheckRange("Fill", off, len);
-    std::memset(mutable_base() + off, byte, len);
-  }
+  void Store(uint64_t off, const void* src, size_t len) override { CachedStore(off, src, len); }
+  void Fill(uint64_t off, uint8_t byte, size_t len) override { CachedFill(off, byte, len); }
   void Flush(uint64_t off, size_t len) override {
     CheckRange("Flush", off, len);
     if (len == 0) return;
@@ -113,14 +104,12 @@ class PowerCutMsyncRegion final : public PowerCutRegion {
         page_size_(static_cast<uint64_t>(::sysconf(_SC_PAGESIZE))) {}
 
   void Store(uint64_t off, const void* src, size_t len) override {
-    CheckRange("Store", off, len);
     MutexLock lock(&mu_);
-    std::memcpy(mutable_base() + off, src, len);
+    CachedStore(off, src, len);
   }
   void Fill(uint64_t off, uint8_t byte, size_t len) override {
-    CheckRange("Fill", off, len);
     MutexLock lock(&mu_);
-    std::memset(mutable_base() + off, byte, len);
+    CachedFill(off, byte, len);
   }
   void Flush(uint64_t off, size_t len) override {
     CheckRange("Flush", off, len);

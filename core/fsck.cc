@@ -1,25 +1,17 @@
-// fsck: CheckPool's passes, the Checker's order of steps and its repair writes, the
-// report's counts, and PoolClaim. The steps themselves are in fsck_superblock.cc,
+// fsck: CheckPool's passes, the Checker's order of steps and its repair writes, and the
+// report's counts. The steps themselves are in fsck_superblock.cc,
 // fsck_namespace.cc and fsck_space.cc (core/fsck_checker.h); the JSON form of a report
 // in fsck_json.cc. Reads and writes the pool only through the Checker.
 #include "core/fsck.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <memory>
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "core/fsck_checker.h"
 #include "core/journal.h"
-#include "core/pool_clients.h"
 #include "core/pool_state.h"
-#include "core/status.h"
 
 namespace walfs::core {
 namespace fsck_internal {
@@ -139,31 +131,5 @@ absl::StatusOr<FsckReport> CheckPool(PersistentRegion& region, const FsckOptions
   if (absl::Status h = region.health(); !h.ok()) return h;
   return result;
 }
-
-absl::StatusOr<std::unique_ptr<PoolClaim>> PoolClaim::Acquire(const std::string& path,
-                                                              bool exclusive) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return PosixError(absl::StrCat("cannot open pool ", path), errno);
-  if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
-    const int e = errno;
-    close(fd);
-    if (e == EWOULDBLOCK) {
-      return absl::UnavailableError(absl::StrCat(
-          "pool ", path, " is in use (a running walfs daemon or another tool holds it)"));
-    }
-    return PosixError(absl::StrCat("cannot lock pool ", path), e);
-  }
-  if (exclusive) {
-    // Rewriting a pool under a direct-access client could free blocks it still stores
-    // into (core/pool_clients.h).
-    if (absl::Status s = CheckNoDirectClients(path); !s.ok()) {
-      close(fd);
-      return absl::UnavailableError(s.message());
-    }
-  }
-  return std::unique_ptr<PoolClaim>(new PoolClaim(fd));
-}
-
-PoolClaim::~PoolClaim() { close(fd_); }
 
 }  // namespace walfs::core

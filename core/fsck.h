@@ -159,6 +159,22 @@ class PoolClaim {
   int fd_;
 };
 
+// A pool an offline tool opened and checked: the claim it holds (null for a reader that
+// went ahead without one), the mapped region and the report. The claim lives as long
+// as the region.
+struct CheckedPool {
+  std::unique_ptr<PoolClaim> claim;
+  std::unique_ptr<PersistentRegion> region;
+  FsckReport report;
+};
+
+// How the offline tools read a pool: maps `path` (read-only unless options.repair) and
+// checks it with `options`. `claim` is the caller's (PoolClaim::Acquire, exclusive for a
+// repair), kept in the result; a reader that accepts a pool in use passes null.
+absl::StatusOr<CheckedPool> OpenAndCheckPool(const std::string& path,
+                                             std::unique_ptr<PoolClaim> claim,
+                                             const FsckOptions& options);
+
 // The target of a symlink record: inline in its extents' bytes, or out of line in the
 // block extents[0] names (format.h), cut to what that storage holds whatever its size
 // field says; empty when the block lies outside the region.

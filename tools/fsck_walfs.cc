@@ -17,7 +17,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/fsck.h"
-#include "core/persistent_region.h"
 #include "tools/cli.h"
 
 namespace walfs::tools {
@@ -174,11 +173,6 @@ int Run(int argc, char** argv) {
   // A pool in use changes under the check: refuse rather than report phantom damage.
   absl::StatusOr<std::unique_ptr<core::PoolClaim>> claim =
       core::PoolClaim::Acquire(pool, /*exclusive=*/repair);
-  core::PmemOpenOptions open_options;
-  open_options.read_only = !repair;
-  absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
-      claim.ok() ? core::OpenPmemRegion(pool, open_options)
-                 : absl::StatusOr<std::unique_ptr<core::PersistentRegion>>(claim.status());
   core::FsckOptions fsck_options{.repair = repair};
   Progress progress(progress_fd, pool, json);
   if (progress_fd >= 0) {
@@ -189,11 +183,11 @@ int Run(int argc, char** argv) {
       progress.Update(done, total);
     };
   }
-  absl::StatusOr<core::FsckReport> report =
-      region.ok() ? core::CheckPool(**region, fsck_options)
-                  : absl::StatusOr<core::FsckReport>(region.status());
-  if (!report.ok()) {
-    const std::string message(report.status().message());
+  absl::StatusOr<core::CheckedPool> checked =
+      claim.ok() ? core::OpenAndCheckPool(pool, *std::move(claim), fsck_options)
+                 : absl::StatusOr<core::CheckedPool>(claim.status());
+  if (!checked.ok()) {
+    const std::string message(checked.status().message());
     std::fprintf(stderr, "%s: %s\n", kProgram, message.c_str());
     if (json) {
       std::printf("{\"pool\":%s,\"repair\":%s,\"exit_code\":%d,\"error\":%s}\n",
@@ -202,27 +196,28 @@ int Run(int argc, char** argv) {
     }
     return kExitOperational;
   }
+  const core::FsckReport& report = checked->report;
   int exit_code = 0;
-  if (report->repaired_count() > 0) exit_code |= kExitRepaired;
-  if (!report->clean()) exit_code |= kExitErrorsLeft;
+  if (report.repaired_count() > 0) exit_code |= kExitRepaired;
+  if (!report.clean()) exit_code |= kExitErrorsLeft;
   if (json) {
     std::printf("{\"pool\":%s,\"repair\":%s,\"exit_code\":%d,\"report\":%s}\n",
                 core::JsonQuote(pool).c_str(), repair ? "true" : "false", exit_code,
-                core::FsckReportJson(*report).c_str());
+                core::FsckReportJson(report).c_str());
   } else {
-    PrintHuman(pool, *report, verbose);
-    if (!report->clean() && !repair) {
+    PrintHuman(pool, report, verbose);
+    if (!report.clean() && !repair) {
       bool repairable = false;
-      for (const core::FsckProblem& p : report->problems) {
+      for (const core::FsckProblem& p : report.problems) {
         repairable |= p.severity == core::FsckProblem::kError && p.repairable;
       }
       if (repairable) std::printf("%s: run fsck.walfs --repair to fix what can be fixed\n", pool.c_str());
     }
-    if (!report->clean() && repair) {
+    if (!report.clean() && repair) {
       std::printf(
           "%s: not repaired: %zu error(s) have no safe automatic repair (fixing them would "
           "guess which data is right); copy the files out with walfsctl export --salvage\n",
-          pool.c_str(), report->Count(core::FsckProblem::kError, true));
+          pool.c_str(), report.Count(core::FsckProblem::kError, true));
     }
   }
   return exit_code;

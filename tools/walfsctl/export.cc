@@ -16,7 +16,7 @@ namespace walfs::tools::ctl {
 
 int Export(const std::string& pool, std::string dir, bool salvage) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  absl::StatusOr<OpenedPool> opened = OpenAndList(pool, salvage);
+  absl::StatusOr<core::CheckedPool> opened = OpenAndList(pool, salvage);
   if (!opened.ok()) return Fail(std::string(opened.status().message()));
   const core::FsckReport& r = opened->report;
   if (!r.superblock_valid) {

@@ -45,7 +45,7 @@ std::string FormatTime(int64_t ns) {
 }  // namespace
 
 int Inspect(const std::string& pool, bool json) {
-  absl::StatusOr<OpenedPool> opened = OpenAndList(pool);
+  absl::StatusOr<core::CheckedPool> opened = OpenAndList(pool);
   if (!opened.ok()) return Fail(std::string(opened.status().message()));
   const core::FsckReport& r = opened->report;
   const std::string kind(opened->region->kind());

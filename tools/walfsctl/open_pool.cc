@@ -8,12 +8,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/fsck.h"
-#include "core/persistent_region.h"
 #include "tools/walfsctl/walfsctl.h"
 
 namespace walfs::tools::ctl {
 
-absl::StatusOr<OpenedPool> OpenAndList(const std::string& path, bool salvage) {
+absl::StatusOr<core::CheckedPool> OpenAndList(const std::string& path, bool salvage) {
   // Reading a pool in use is allowed (it is how one looks at a live pool), but what is
   // read may be mid-change.
   absl::StatusOr<std::unique_ptr<core::PoolClaim>> claim =
@@ -22,19 +21,11 @@ absl::StatusOr<OpenedPool> OpenAndList(const std::string& path, bool salvage) {
     std::fprintf(stderr, "walfsctl: warning: %s; what it shows may be mid-change\n",
                  std::string(claim.status().message()).c_str());
   }
-  core::PmemOpenOptions open_options;
-  open_options.read_only = true;
-  absl::StatusOr<std::unique_ptr<core::PersistentRegion>> region =
-      core::OpenPmemRegion(path, open_options);
-  if (!region.ok()) return region.status();
   core::FsckOptions options;
   options.list_files = true;
   options.salvage = salvage;
   options.scan_data = false;  // metadata only: fsck.walfs reads the free space
-  absl::StatusOr<core::FsckReport> report = core::CheckPool(**region, options);
-  if (!report.ok()) return report.status();
-  return OpenedPool{claim.ok() ? *std::move(claim) : nullptr, *std::move(region),
-                    *std::move(report)};
+  return core::OpenAndCheckPool(path, claim.ok() ? *std::move(claim) : nullptr, options);
 }
 
 }  // namespace walfs::tools::ctl

@@ -6,12 +6,10 @@
 #define WALFS_TOOLS_WALFSCTL_WALFSCTL_H_
 
 #include <cstdio>
-#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "core/fsck.h"
-#include "core/persistent_region.h"
 #include "tools/cli.h"
 
 namespace walfs::tools::ctl {
@@ -31,17 +29,11 @@ inline int Fail(const std::string& message) {
   return kExitFailure;
 }
 
-// The pool read-only, checked, with its file list.
-struct OpenedPool {
-  std::unique_ptr<core::PoolClaim> claim;  // null when a daemon holds the pool
-  std::unique_ptr<core::PersistentRegion> region;
-  core::FsckReport report;
-};
-
-// Opens `path` read-only under a shared claim (a warning on stderr when a daemon holds
-// it) and lists its files with the checker's raw reader, metadata only; `salvage` also
-// lists what lies behind damaged inode records (core/fsck.h, FsckOptions::salvage).
-absl::StatusOr<OpenedPool> OpenAndList(const std::string& path, bool salvage = false);
+// Opens `path` read-only under a shared claim (none, and a warning on stderr, when a
+// daemon holds it) and lists its files with the checker's raw reader, metadata only;
+// `salvage` also lists what lies behind damaged inode records (core/fsck.h,
+// FsckOptions::salvage).
+absl::StatusOr<core::CheckedPool> OpenAndList(const std::string& path, bool salvage = false);
 
 // The subcommands; each returns the process's exit status.
 int Inspect(const std::string& pool, bool json);                  // inspect.cc

@@ -25,14 +25,9 @@
 # Exit status: 0 when every run completed its operations and left a clean pool, 1 otherwise.
 set -euo pipefail
 
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-usage_error() {
-  echo "run-fsx.sh: $*" >&2
-  echo "Try 'run-fsx.sh --help' for more information." >&2
-  exit 1
-}
-
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=options.sh
+source "$SRC/tools/conformance/options.sh"
 MODES=(pmem msync)
 FLAG_SETS=(wr direct)
 OPS=1000000
@@ -45,13 +40,7 @@ FSX=
 ARGS=("$@")
 while (($#)); do
   case $1 in
-    --mode)
-      case ${2:-} in
-        pmem | msync) MODES=("$2") ;;
-        both) MODES=(pmem msync) ;;
-        *) usage_error "--mode takes pmem, msync or both" ;;
-      esac
-      shift ;;
+    --mode) conformance_modes "${2:-}"; shift ;;
     --flags)
       case ${2:-} in
         wr | direct) FLAG_SETS=("$2") ;;
@@ -78,17 +67,11 @@ FSX=$(readlink -f "$FSX")
 [ "$(id -u)" -eq 0 ] || usage_error "run as root (it mounts)"
 [[ $BUILD_DIR = /* ]] || BUILD_DIR=$PWD/$BUILD_DIR
 export WALFS_BUILD_DIR=$BUILD_DIR
-if [ -n "${WALFS_FSX_LOG_DIR:-}" ]; then
-  LOG_DIR=$WALFS_FSX_LOG_DIR  # the run re-executed in a mount namespace (below)
-elif [ -z "$LOG_DIR" ]; then
-  LOG_DIR=$(mktemp -d /var/tmp/walfs-fsx.XXXXXX)
-fi
-mkdir -p "$LOG_DIR"
-LOG_DIR=$(readlink -f "$LOG_DIR")
+conformance_log_dir WALFS_FSX_LOG_DIR walfs-fsx
 # One seed for every run of this invocation, so that a failure can be replayed; chosen
 # before the re-exec into a mount namespace so that both runs of the script agree.
 [ -n "$SEED" ] || SEED=$((RANDOM * 32768 + RANDOM + 1))
-export WALFS_FSX_SEED=${WALFS_FSX_SEED:-$SEED} WALFS_FSX_LOG_DIR=${WALFS_FSX_LOG_DIR:-$LOG_DIR}
+export WALFS_FSX_SEED=${WALFS_FSX_SEED:-$SEED}
 
 source "$SRC/tools/conformance/lib.sh"
 reexec_in_mount_namespace "${ARGS[@]}"

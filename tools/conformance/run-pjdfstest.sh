@@ -23,14 +23,9 @@
 # Exit status: 0 when no test file failed in any mode and every pool is clean, 1 otherwise.
 set -euo pipefail
 
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-usage_error() {
-  echo "run-pjdfstest.sh: $*" >&2
-  echo "Try 'run-pjdfstest.sh --help' for more information." >&2
-  exit 1
-}
-
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=options.sh
+source "$SRC/tools/conformance/options.sh"
 MODES=(pmem msync)
 POOL_SIZE=4G
 TESTS=
@@ -40,13 +35,7 @@ PJD=
 ARGS=("$@")
 while (($#)); do
   case $1 in
-    --mode)
-      case ${2:-} in
-        pmem | msync) MODES=("$2") ;;
-        both) MODES=(pmem msync) ;;
-        *) usage_error "--mode takes pmem, msync or both" ;;
-      esac
-      shift ;;
+    --mode) conformance_modes "${2:-}"; shift ;;
     --pool-size) POOL_SIZE=${2:-}; [ -n "$POOL_SIZE" ] || usage_error "--pool-size needs a size"; shift ;;
     --tests) TESTS=${2:-}; [[ $TESTS =~ ^[a-z0-9_]+$ ]] || usage_error "--tests needs a directory name under tests/"; shift ;;
     --log-dir) LOG_DIR=${2:-}; [ -n "$LOG_DIR" ] || usage_error "--log-dir needs a directory"; shift ;;
@@ -67,14 +56,7 @@ command -v prove >/dev/null || usage_error "prove (perl) is missing"
 [ "$(id -u)" -eq 0 ] || usage_error "run as root (it mounts, and pjdfstest switches users)"
 [[ $BUILD_DIR = /* ]] || BUILD_DIR=$PWD/$BUILD_DIR
 export WALFS_BUILD_DIR=$BUILD_DIR
-if [ -n "${WALFS_PJD_LOG_DIR:-}" ]; then
-  LOG_DIR=$WALFS_PJD_LOG_DIR  # the run re-executed in a mount namespace (below)
-elif [ -z "$LOG_DIR" ]; then
-  LOG_DIR=$(mktemp -d /var/tmp/walfs-pjdfstest.XXXXXX)
-fi
-mkdir -p "$LOG_DIR"
-LOG_DIR=$(readlink -f "$LOG_DIR")
-export WALFS_PJD_LOG_DIR=$LOG_DIR
+conformance_log_dir WALFS_PJD_LOG_DIR walfs-pjdfstest
 
 source "$SRC/tools/conformance/lib.sh"
 reexec_in_mount_namespace "${ARGS[@]}"

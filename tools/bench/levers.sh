@@ -65,21 +65,15 @@ POOL_SIZE=512M
 OUT_DIR=
 BUILD_DIR_ARG=
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
+# shellcheck source=lib/options.sh
+source "$BENCH_DIR/lib/options.sh"
 while [ $# -gt 0 ]; do
+  if bench_shared_option "$@"; then
+    shift 2
+    continue
+  fi
   case $1 in
     --levers) LEVERS_ARG=$2; shift ;;
-    --workloads) WORKLOADS_ARG=$2; shift ;;
-    --reps) REPS=$2; shift ;;
-    --duration) PGBENCH_SECS=$2; shift ;;
-    --fsync-secs) FSYNC_SECS=$2; shift ;;
-    --scale) PGBENCH_SCALE=$2; shift ;;
-    --clients) PGBENCH_CLIENTS=$2; shift ;;
-    --insert-clients) INSERT_CLIENTS=$2; shift ;;
-    --bulk-segments) BULK_SEGMENTS=$2; shift ;;
-    --seg-count) SEG_COUNT=$2; shift ;;
-    --pool-size) POOL_SIZE=$2; shift ;;
-    --out) OUT_DIR=$2; shift ;;
-    --build-dir) BUILD_DIR_ARG=$2; shift ;;
     --smoke)
       REPS=1 FSYNC_SECS=1 SEG_COUNT=2 POOL_SIZE=256M
       LEVERS_ARG=${LEVERS_ARG:-default,th1,maxw128k,nozero}

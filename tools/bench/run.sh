@@ -79,31 +79,25 @@ PIN_CLIENT=
 CORE_MIN_TIME=0.5
 BUILD_DIR_ARG=
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
+# shellcheck source=lib/options.sh
+source "$BENCH_DIR/lib/options.sh"
 while [ $# -gt 0 ]; do
+  if bench_shared_option "$@"; then
+    shift 2
+    continue
+  fi
   case $1 in
-    --out) OUT_DIR=$2; shift ;;
     --targets) TARGETS_ARG=$2; shift ;;
-    --workloads) WORKLOADS_ARG=$2; shift ;;
-    --reps) REPS=$2; shift ;;
-    --duration) PGBENCH_SECS=$2; shift ;;
-    --fsync-secs) FSYNC_SECS=$2; shift ;;
-    --scale) PGBENCH_SCALE=$2; shift ;;
-    --clients) PGBENCH_CLIENTS=$2; shift ;;
-    --insert-clients) INSERT_CLIENTS=$2; shift ;;
     --profile-clients) PROFILE_CLIENTS=$2; shift ;;
     --profile-freq) PROFILE_FREQ=$2; shift ;;
-    --bulk-segments) BULK_SEGMENTS=$2; shift ;;
     --recovery-segments) RECOVERY_SEGMENTS=$2; shift ;;
     --syncrep-clients) SYNCREP_CLIENTS=$2; shift ;;
     --summarize-clients) SUMMARIZE_CLIENTS=$2; shift ;;
     --pg-version) PG_VERSION=$2; shift ;;
-    --seg-count) SEG_COUNT=$2; shift ;;
-    --pool-size) POOL_SIZE=$2; shift ;;
     --disk-dir) DISK_PARENT=$2; shift ;;
     --huge-pool) HUGE_POOL=1 ;;
     --pin-server) PIN_SERVER=$2; shift ;;
     --pin-client) PIN_CLIENT=$2; shift ;;
-    --build-dir) BUILD_DIR_ARG=$2; shift ;;
     --smoke)
       REPS=1 PGBENCH_SECS=1 FSYNC_SECS=1 PGBENCH_SCALE=1 BULK_SEGMENTS=2 SEG_COUNT=2
       RECOVERY_SEGMENTS=2

@@ -164,8 +164,16 @@ absl::Status Exporter::Copy(const core::FsckFile& file) {
     if (r.type == f::InodeType::kCharDevice) type = S_IFCHR;
     if (r.type == f::InodeType::kBlockDevice) type = S_IFBLK;
     const dev_t rdev = type == S_IFCHR || type == S_IFBLK ? static_cast<dev_t>(r.rdev) : 0;
-    if (mknodat(at, name, type | 0600, rdev) != 0) return Errno("cannot create", file.path);
+    // Made with its exact mode, so that no chmod by name follows: by then the name may
+    // be a symlink someone who can write the directory swapped in, and chmod follows
+    // symlinks (fchmodat's AT_SYMLINK_NOFOLLOW needs /proc). The umask is cleared for
+    // the call alone; the export is single-threaded, so nothing else creates meanwhile.
+    const mode_t umask_before = umask(0);
+    const int made = mknodat(at, name, type | (r.mode & 07777), rdev);
+    umask(umask_before);
+    if (made != 0) return Errno("cannot create", file.path);
     absl::Status s = SetAttributes(file.path, r, -1, at, name);
+    if (s.ok()) s = RestoreSetIdBits(file.path, r, at, name);
     if (!s.ok()) return s;
     first_path_.emplace(file.ino, file.path);
     ++specials_;
@@ -230,28 +238,46 @@ absl::Status Exporter::SetDirectoryAttributes(const std::string& path,
   return SetAttributes(path, r, fd.get(), -1, "");
 }
 
-// Mode, owner (as root) and times: through `fd` when >= 0 (`name` is then unused, ""),
-// else of the entry `name` in directory `at` (a symlink or a special file this export
-// just made), never following a symlink.
+// Owner (as root) and times, and the mode through `fd` when >= 0 (`name` is then
+// unused, ""); else owner and times of the entry `name` in directory `at` (a symlink, or
+// a special file this export made with its mode), never following a symlink.
 absl::Status Exporter::SetAttributes(const std::string& path, const f::InodeRecord& r,
                                      int fd, int at, const char* name) {
-  const bool is_link = r.type == f::InodeType::kSymlink;
   if (geteuid() == 0) {
     const int rc = fd >= 0 ? fchown(fd, r.uid, r.gid)
                            : fchownat(at, name, r.uid, r.gid, AT_SYMLINK_NOFOLLOW);
     if (rc != 0) return Errno("cannot set the owner of", path);
   }
-  if (!is_link) {
-    // fchmodat follows a symlink, but `name` is no symlink: this export made it.
-    const int rc = fd >= 0 ? fchmod(fd, r.mode & 07777) : fchmodat(at, name, r.mode & 07777, 0);
-    if (rc != 0) return Errno("cannot set the mode of", path);
-  }
+  if (fd >= 0 && fchmod(fd, r.mode & 07777) != 0) return Errno("cannot set the mode of", path);
   const timespec times[2] = {
       {static_cast<time_t>(r.atime_ns / 1000000000), static_cast<long>(r.atime_ns % 1000000000)},
       {static_cast<time_t>(r.mtime_ns / 1000000000), static_cast<long>(r.mtime_ns % 1000000000)},
   };
   const int rc = fd >= 0 ? futimens(fd, times) : utimensat(at, name, times, AT_SYMLINK_NOFOLLOW);
   if (rc != 0) return Errno("cannot set the times of", path);
+  return absl::OkStatus();
+}
+
+// Setting the owner (as root) cleared the set-user-ID and set-group-ID bits of a special
+// file made with them. A FIFO gets them back through a descriptor (a read-only,
+// non-blocking open neither waits for a writer nor follows a symlink); a socket or a
+// device is never opened, so there they are reported as not restored.
+absl::Status Exporter::RestoreSetIdBits(const std::string& path, const f::InodeRecord& r,
+                                        int at, const char* name) {
+  if (geteuid() != 0 || (r.mode & (S_ISUID | S_ISGID)) == 0) return absl::OkStatus();
+  if (r.type != f::InodeType::kFifo) {
+    report_(&path, "set-user-ID and set-group-ID bits not restored: setting the owner "
+                   "cleared them, and a socket or device is never opened to set them again");
+    return absl::OkStatus();
+  }
+  Fd fd(openat(at, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.get() < 0) return Errno("cannot open", path);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return Errno("cannot stat", path);
+  if (!S_ISFIFO(st.st_mode)) {
+    return absl::InternalError(absl::StrCat("not the FIFO this export made: ", Shown(path)));
+  }
+  if (fchmod(fd.get(), r.mode & 07777) != 0) return Errno("cannot set the mode of", path);
   return absl::OkStatus();
 }
 

@@ -10,8 +10,10 @@
 // symlink (one the export made, or one already in the directory) or anything else that
 // is not a directory is never entered; names already present are never overwritten or
 // opened (O_EXCL, mkdirat, symlinkat, mknodat, linkat all fail on them); FIFOs and
-// devices are recreated with mknodat, never opened; and a file's bytes are copied only
-// from extents that lie in the data area and the region.
+// devices are recreated with mknodat, with their mode, never opened (but a FIFO whose
+// set-ID bits must be restored, read-only and non-blocking); no mode is ever set by name;
+// and a file's bytes are copied only from extents that lie in the data area and the
+// region.
 #ifndef WALFS_TOOLS_EXPORT_TREE_H_
 #define WALFS_TOOLS_EXPORT_TREE_H_
 
@@ -91,6 +93,8 @@ class Exporter {
                                       const core::format::InodeRecord& r);
   absl::Status SetAttributes(const std::string& path, const core::format::InodeRecord& r,
                              int fd, int at, const char* name);
+  absl::Status RestoreSetIdBits(const std::string& path, const core::format::InodeRecord& r,
+                                int at, const char* name);
 
   const core::PersistentRegion& region_;
   const core::format::Superblock& sb_;

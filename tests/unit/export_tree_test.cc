@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -29,6 +30,23 @@
 #include "core/wal_directory.h"
 #include "gtest/gtest.h"
 #include "tests/unit/test_pool.h"
+
+// When set, the next mknodat the exporter calls is followed at once by replacing what it
+// made with a symlink to this path: the window in which another writer of the
+// destination could swap the name before the exporter sets its attributes.
+static const char* swap_in_symlink_to = nullptr;
+
+// This binary's own mknodat, which the exporter (linked in statically) calls instead of
+// the C library's: the real system call, then the swap when a test arms it.
+extern "C" int mknodat(int dirfd, const char* path, mode_t mode, dev_t dev) noexcept {
+  const int rc = static_cast<int>(syscall(SYS_mknodat, dirfd, path, mode, dev));
+  if (rc == 0 && swap_in_symlink_to != nullptr) {
+    if (unlinkat(dirfd, path, 0) != 0 || symlinkat(swap_in_symlink_to, dirfd, path) != 0) {
+      std::abort();
+    }
+  }
+  return rc;
+}
 
 namespace walfs::tools {
 namespace {
@@ -77,6 +95,13 @@ core::FsckFile Entry(std::string path, uint64_t ino, f::InodeType type,
   r.size = size;
   r.mtime_ns = r.atime_ns = 1700000000LL * 1000000000LL;
   for (const f::Extent& x : extents) r.extents[r.extent_count++] = x;
+  return file;
+}
+
+// A FIFO, socket or device entry with the permission bits `perm`.
+core::FsckFile Special(std::string path, uint64_t ino, f::InodeType type, mode_t perm) {
+  core::FsckFile file = Entry(std::move(path), ino, type);
+  file.record.mode = (type == f::InodeType::kFifo ? S_IFIFO : S_IFSOCK) | perm;
   return file;
 }
 
@@ -384,6 +409,44 @@ TEST_F(ExportTreeTest, SpecialFilesOfThePoolAreRecreatedNeverOpened) {
   }
   EXPECT_EQ(exporter_->links(), 1u);
   EXPECT_EQ(exporter_->files(), 0u);
+}
+
+TEST_F(ExportTreeTest, SpecialFilesGetTheirExactModeWhateverTheUmask) {
+  const mode_t umask_before = umask(077);
+  // Set-ID bits: setting the owner (as root) clears them, so they are set again.
+  const bool ok = Export({Root(), Special("/fifo", 2, f::InodeType::kFifo, 0777),
+                          Special("/setid", 3, f::InodeType::kFifo, 06751),
+                          Special("/sock", 4, f::InodeType::kSocket, 0672)});
+  EXPECT_EQ(umask(umask_before), 077u);  // the export put the umask back
+  EXPECT_TRUE(ok) << Problems();
+  for (const auto& [name, mode] : {std::pair<const char*, mode_t>{"fifo", S_IFIFO | 0777},
+                                   {"setid", S_IFIFO | 06751},
+                                   {"sock", S_IFSOCK | 0672}}) {
+    struct stat st;
+    ASSERT_EQ(lstat((dest_ / name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_mode, mode) << name;
+  }
+}
+
+TEST_F(ExportTreeTest, NoModeIsSetThroughASymlinkSwappedInAfterCreation) {
+  const fs::path secret = outside_ / "secret";
+  ASSERT_EQ(chmod(secret.c_str(), 0600), 0);
+  swap_in_symlink_to = secret.c_str();
+  Export({Root(), Special("/fifo", 2, f::InodeType::kFifo, 0666),
+          Special("/setid", 3, f::InodeType::kFifo, 04666),
+          Special("/sock", 4, f::InodeType::kSocket, 0666)});
+  swap_in_symlink_to = nullptr;
+  struct stat st;
+  ASSERT_EQ(stat(secret.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << "a mode was set through the swapped-in symlink";
+  for (const char* name : {"fifo", "setid", "sock"}) {
+    ASSERT_EQ(lstat((dest_ / name).c_str(), &st), 0) << name;
+    EXPECT_TRUE(S_ISLNK(st.st_mode)) << name << ": the swap did not happen";
+  }
+  // Restoring set-ID bits opens the name without following it, and says so.
+  if (geteuid() == 0) {
+    EXPECT_TRUE(Contains(ProblemOf("/setid"), "cannot open")) << Problems();
+  }
 }
 
 TEST_F(ExportTreeTest, TwoEntriesWithOneNameKeepTheFirst) {

@@ -21,6 +21,7 @@
 
 #include <climits>
 
+#include "fs/direct/direct_copy.h"
 #include "fs/direct/direct_read.h"
 #include "fs/direct/direct_write.h"
 #include "fs/direct/fd_calls.h"
@@ -28,6 +29,7 @@
 #include "fs/direct/lease.h"
 #include "fs/direct/owned_fds.h"
 #include "fs/direct/pmem_calls.h"
+#include "fs/direct/real_calls.h"
 #include "fs/direct/session.h"
 #include "fs/direct/switches.h"
 
@@ -403,6 +405,42 @@ extern "C" ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen);
 WALFS_EXPORT ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen) {
   if (count > buflen) WALFS_CALL_REAL(__read_chk, fd, buf, count, buflen);
   return read(fd, buf, count);
+}
+
+// copy_file_range(2) out of a leased walfs file into a file elsewhere: written straight
+// from the pool (direct_copy.h) where the kernel would refuse (EXDEV) and leave cp to
+// copy twice; everything else is the real call.
+namespace walfs::direct {
+namespace {
+struct RealKernel {
+  ssize_t Pread(int fd, void* buf, size_t n, off_t off) { return WALFS_REAL(pread64)(fd, buf, n, off); }
+  ssize_t Pwrite(int fd, const void* buf, size_t n, off_t off) {
+    return WALFS_REAL(pwrite64)(fd, buf, n, off);
+  }
+  off_t Lseek(int fd, off_t off, int whence) { return WALFS_REAL(lseek64)(fd, off, whence); }
+  int Fstat(int fd, struct stat* st) { return ::fstat(fd, st); }
+  int Ftruncate(int fd, off_t size) { return ::ftruncate(fd, size); }
+  int GetFl(int fd) { return real::Fcntl(fd, F_GETFL, nullptr); }
+};
+}  // namespace
+}  // namespace walfs::direct
+
+WALFS_EXPORT ssize_t copy_file_range(int in_fd, loff_t* in_off, int out_fd, loff_t* out_off,
+                                     size_t len, unsigned int flags) {
+  auto real = [&]() -> ssize_t {
+    WALFS_CALL_REAL(copy_file_range, in_fd, in_off, out_fd, out_off, len, flags);
+  };
+  if (!walfs::direct::g_table.IsTracked(in_fd) || WALFS_REAL(pread64) == nullptr ||
+      WALFS_REAL(pwrite64) == nullptr || WALFS_REAL(lseek64) == nullptr) {
+    return real();
+  }
+  walfs::direct::RealKernel kernel;
+  const ssize_t n = walfs::direct::DirectCopyFileRange(
+      walfs::direct::g_table, in_fd, in_off, out_fd, out_off, len, flags, kernel, [](int fd) {
+        walfs::direct::LeasePending(fd, walfs::direct::ProductionLeaseSources(),
+                                    walfs::direct::g_table, walfs::direct::g_sessions);
+      });
+  return n == walfs::direct::kCopyNotTaken ? real() : n;
 }
 
 // write(2) and writev(2): on a descriptor that holds or may take a write lease, the

@@ -14,10 +14,17 @@
 // What stays the kernel's: flags, a destination the table tracks or on the source's
 // file system (a walfs-to-walfs copy), one that is not a regular file, is read-only or
 // O_APPEND (the kernel's EBADF/EINVAL), a source range outside the lease.
+//
+// The other direction, DirectCopyIntoEmpty: a restore_command's `cp` of an archived
+// segment into pg_wal opens the destination empty, and the daemon leases no empty file.
+// The copy allocates the destination's size first (fallocate through FUSE), after which
+// the destination takes a write lease like any filled file and the bytes are stored into
+// the pool by the direct write path, read from the source by the kernel.
 #ifndef WALFS_FS_DIRECT_DIRECT_COPY_H_
 #define WALFS_FS_DIRECT_DIRECT_COPY_H_
 
 #include <errno.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,7 +40,8 @@ namespace walfs::direct {
 // what a revocation during the copy has to write again.
 inline constexpr uint64_t kCopyChunk = 64ull << 20;
 
-// Kernel is the set of real calls: Pread, Pwrite, Lseek, Fstat, Ftruncate, GetFl (F_GETFL),
+// Kernel is the set of real calls: Pread, Pwrite, Lseek, Fstat, Ftruncate, Fallocate,
+// GetFl (F_GETFL),
 // each with the libc signature and errno convention. Ask is called for a pending source
 // (it takes the lease: LeasePending). Returns the byte count copied (> 0), -1 with errno
 // set when the copy failed before any byte, or kCopyNotTaken (errno untouched): the
@@ -205,6 +213,101 @@ ssize_t DirectCopyFileRange(FdTable& table, int in_fd, loff_t* in_off, int out_f
   // lease after the reservation): the kernel answers.
   errno = saved_errno;
   return kCopyNotTaken;
+}
+
+// The bounce buffer DirectCopyIntoEmpty reads the source into.
+inline constexpr size_t kCopyInBuffer = 1u << 20;
+
+// copy_file_range(in_fd -> out_fd) where out_fd is a walfs file the table tracks as
+// pending for a write lease and empty (NoteOpen's kEmpty), at offset 0, and in_fd a
+// regular file elsewhere that the table does not track: out_fd is first given the
+// source's remaining size (Kernel::Fallocate, mode 0), then note_filled(out_fd) lets it
+// take its lease (NoteSeek), and the bytes go through write_at(fd, buf, n, offset) (the
+// library's pwrite: stored into the pool under the lease, or the kernel's pwrite where
+// no lease is granted). Returns what kCopyNotTaken/DirectCopyFileRange return. A copy
+// that ends short of the allocated size (a read error, the source shrank) cuts the
+// destination back to what was copied (its lease ended first: a leased file cannot
+// shrink).
+template <typename Kernel, typename NoteFilled, typename WriteAt>
+ssize_t DirectCopyIntoEmpty(FdTable& table, int in_fd, loff_t* in_off, int out_fd,
+                            loff_t* out_off, size_t len, unsigned flags, Kernel& kernel,
+                            NoteFilled&& note_filled, WriteAt&& write_at) {
+  if (flags != 0 || len == 0 || table.IsTracked(in_fd) || !table.IsTracked(out_fd)) {
+    return kCopyNotTaken;
+  }
+  {
+    FdTable::Ref out = table.Acquire(out_fd);
+    if (!out || !out.pending() || out.pending_access() != lease::kAccessWrite ||
+        !out.pending_empty()) {
+      return kCopyNotTaken;
+    }
+  }
+  const int saved_errno = errno;
+  auto not_taken = [&] {
+    errno = saved_errno;
+    return kCopyNotTaken;
+  };
+  struct stat in_st, out_st;
+  const int out_fl = kernel.GetFl(out_fd);
+  if (out_fl < 0 || (out_fl & O_APPEND) != 0 || kernel.Fstat(out_fd, &out_st) != 0 ||
+      out_st.st_size != 0 || kernel.Fstat(in_fd, &in_st) != 0 || !S_ISREG(in_st.st_mode) ||
+      in_st.st_dev == out_st.st_dev) {
+    return not_taken();
+  }
+  const off_t out_pos = out_off != nullptr ? *out_off : kernel.Lseek(out_fd, 0, SEEK_CUR);
+  const off_t in_pos = in_off != nullptr ? *in_off : kernel.Lseek(in_fd, 0, SEEK_CUR);
+  if (out_pos != 0 || in_pos < 0 || in_pos >= in_st.st_size) return not_taken();
+  const uint64_t left = static_cast<uint64_t>(in_st.st_size - in_pos);
+  const uint64_t total = len < left ? len : left;
+  char* const buf = static_cast<char*>(malloc(kCopyInBuffer));
+  if (buf == nullptr) return not_taken();
+  if (kernel.Fallocate(out_fd, 0, 0, static_cast<off_t>(total)) != 0) {
+    free(buf);
+    return not_taken();
+  }
+  note_filled(out_fd);
+  uint64_t done = 0;
+  int error = 0;
+  while (done < total && error == 0) {
+    const size_t want = total - done < kCopyInBuffer ? total - done : kCopyInBuffer;
+    const ssize_t r = kernel.Pread(in_fd, buf, want, in_pos + static_cast<off_t>(done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      error = r < 0 ? errno : 0;
+      break;
+    }
+    size_t put = 0;
+    while (put < static_cast<size_t>(r)) {
+      const ssize_t w = write_at(out_fd, buf + put, static_cast<size_t>(r) - put,
+                                 static_cast<off_t>(done + put));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        error = w < 0 ? errno : EIO;
+        break;
+      }
+      put += static_cast<size_t>(w);
+    }
+    done += put;
+  }
+  free(buf);
+  if (done < total) {
+    // The allocated size was more than was copied: end the lease, then cut back.
+    if (table.IsTracked(out_fd)) table.Untrack(out_fd);
+    (void)kernel.Ftruncate(out_fd, static_cast<off_t>(done));
+  }
+  if (in_off != nullptr) {
+    *in_off += static_cast<loff_t>(done);
+  } else {
+    (void)kernel.Lseek(in_fd, in_pos + static_cast<off_t>(done), SEEK_SET);
+  }
+  if (out_off != nullptr) {
+    *out_off += static_cast<loff_t>(done);
+  } else {
+    (void)kernel.Lseek(out_fd, static_cast<off_t>(done), SEEK_SET);
+  }
+  if (done > 0) return errno = saved_errno, static_cast<ssize_t>(done);
+  errno = error != 0 ? error : saved_errno;
+  return error != 0 ? -1 : 0;
 }
 
 }  // namespace walfs::direct

@@ -407,9 +407,10 @@ WALFS_EXPORT ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen) 
   return read(fd, buf, count);
 }
 
-// copy_file_range(2) out of a leased walfs file into a file elsewhere: written straight
-// from the pool (direct_copy.h) where the kernel would refuse (EXDEV) and leave cp to
-// copy twice; everything else is the real call.
+// copy_file_range(2) between a walfs file and a file elsewhere (direct_copy.h): out of a
+// leased file, written straight from the pool where the kernel would refuse (EXDEV) and
+// leave cp to copy twice; into a walfs file opened empty (a restore_command's cp), under a
+// write lease the copy makes possible. Everything else is the real call.
 namespace walfs::direct {
 namespace {
 struct RealKernel {
@@ -420,6 +421,7 @@ struct RealKernel {
   off_t Lseek(int fd, off_t off, int whence) { return WALFS_REAL(lseek64)(fd, off, whence); }
   int Fstat(int fd, struct stat* st) { return ::fstat(fd, st); }
   int Ftruncate(int fd, off_t size) { return ::ftruncate(fd, size); }
+  int Fallocate(int fd, int mode, off_t off, off_t len) { return ::fallocate(fd, mode, off, len); }
   int GetFl(int fd) { return real::Fcntl(fd, F_GETFL, nullptr); }
 };
 }  // namespace
@@ -430,16 +432,30 @@ WALFS_EXPORT ssize_t copy_file_range(int in_fd, loff_t* in_off, int out_fd, loff
   auto real = [&]() -> ssize_t {
     WALFS_CALL_REAL(copy_file_range, in_fd, in_off, out_fd, out_off, len, flags);
   };
-  if (!walfs::direct::g_table.IsTracked(in_fd) || WALFS_REAL(pread64) == nullptr ||
+  const bool from_walfs = g_table.IsTracked(in_fd);
+  if ((!from_walfs && !g_table.IsTracked(out_fd)) || WALFS_REAL(pread64) == nullptr ||
       WALFS_REAL(pwrite64) == nullptr || WALFS_REAL(lseek64) == nullptr) {
     return real();
   }
   walfs::direct::RealKernel kernel;
-  const ssize_t n = walfs::direct::DirectCopyFileRange(
-      walfs::direct::g_table, in_fd, in_off, out_fd, out_off, len, flags, kernel, [](int fd) {
-        walfs::direct::LeasePending(fd, walfs::direct::ProductionLeaseSources(),
-                                    walfs::direct::g_table, walfs::direct::g_sessions);
-      });
+  ssize_t n;
+  if (from_walfs) {
+    n = walfs::direct::DirectCopyFileRange(
+        g_table, in_fd, in_off, out_fd, out_off, len, flags, kernel, [](int fd) {
+          walfs::direct::LeasePending(fd, walfs::direct::ProductionLeaseSources(), g_table,
+                                      walfs::direct::g_sessions);
+        });
+  } else {
+    n = walfs::direct::DirectCopyIntoEmpty(
+        g_table, in_fd, in_off, out_fd, out_off, len, flags, kernel,
+        [](int fd) { walfs::direct::NoteSeek(fd, walfs::direct::ProductionLeaseSources(), g_table); },
+        [](int fd, const void* buf, size_t count, off_t offset) -> ssize_t {
+          const struct iovec iov = {const_cast<void*>(buf), count};
+          return walfs::direct::Pwritev(fd, &iov, 1, offset, 0, [&]() -> ssize_t {
+            WALFS_CALL_REAL(pwrite64, fd, buf, count, offset);
+          });
+        });
+  }
   return n == walfs::direct::kCopyNotTaken ? real() : n;
 }
 

@@ -1165,7 +1165,11 @@ struct CopyKernel {
   bool other_device = true;
   std::function<void()> before_pwrite;
   int pwrites = 0;
-  ssize_t Pread(int fd, void* b, size_t n, off_t o) { return pread(fd, b, n, o); }
+  int pread_error = 0;  // nonzero: every Pread fails with it
+  ssize_t Pread(int fd, void* b, size_t n, off_t o) {
+    if (pread_error != 0) return errno = pread_error, -1;
+    return pread(fd, b, n, o);
+  }
   ssize_t Pwrite(int fd, const void* b, size_t n, off_t o) {
     ++pwrites;
     if (before_pwrite) before_pwrite();
@@ -1178,6 +1182,7 @@ struct CopyKernel {
     return r;
   }
   int Ftruncate(int fd, off_t size) { return ftruncate(fd, size); }
+  int Fallocate(int fd, int mode, off_t o, off_t n) { return fallocate(fd, mode, o, n); }
   int GetFl(int fd) { return fcntl(fd, F_GETFL); }
 };
 
@@ -1309,6 +1314,106 @@ TEST_F(DirectCopyTest, ARevokedCopyOfAShrunkSourceLeavesNoPoolBytes) {
   ASSERT_EQ(Copy(&in_off, &out_off, 3 * kBlock), 1000);
   EXPECT_EQ(in_off, 1000);
   EXPECT_EQ(Out(), std::string(1000, 'K'));
+}
+
+// A restore_command's cp into pg_wal: the destination opened empty is given the source's
+// size, takes a write lease, and the bytes are stored into the pool.
+class DirectCopyInTest : public DirectLeaseTest {
+ protected:
+  void SetUp() override {
+    DirectLeaseTest::SetUp();
+    source_.resize(g_reply.leased_size);
+    for (size_t i = 0; i < source_.size(); ++i) source_[i] = static_cast<char>('A' + i % 23);
+    src_path_ = dir_ + "/archived";
+    in_ = open(src_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_EQ(pwrite(in_, source_.data(), source_.size(), 0),
+              static_cast<ssize_t>(source_.size()));
+    ASSERT_EQ(truncate(file_path_.c_str(), 0), 0);
+    out_ = OpenFile(O_WRONLY | O_TRUNC);
+    ASSERT_EQ(NoteOpen(out_, O_WRONLY | O_TRUNC, kFake, *table_), LeaseOutcome::kEmpty);
+    kernel_.out_fd = out_;
+  }
+  void TearDown() override {
+    table_->UntrackRange(0, ~0u);
+    close(in_);
+    close(out_);
+    unlink(src_path_.c_str());
+    DirectLeaseTest::TearDown();
+  }
+  ssize_t CopyIn(loff_t* in_off, loff_t* out_off, size_t len) {
+    return DirectCopyIntoEmpty(
+        *table_, in_, in_off, out_, out_off, len, 0, kernel_,
+        [&](int fd) { NoteSeek(fd, kFake, *table_); },
+        [&](int fd, const void* buf, size_t n, off_t off) -> ssize_t {
+          const struct iovec iov = {const_cast<void*>(buf), n};
+          size_t written = 0;
+          DirectResult r = TryDirectWritePmem(*table_, fd, &iov, 1, off, 0, &written);
+          if (r == DirectResult::kPending) {
+            ++leases_asked_;
+            LeasePending(fd, kFake, *table_, sessions_);
+            r = TryDirectWritePmem(*table_, fd, &iov, 1, off, 0, &written);
+          }
+          if (r == DirectResult::kStored) return static_cast<ssize_t>(written);
+          ++kernel_writes_;
+          return pwrite(fd, buf, n, off);
+        });
+  }
+  off_t OutSize() {
+    struct stat st;
+    EXPECT_EQ(fstat(out_, &st), 0);
+    return st.st_size;
+  }
+
+  std::string source_, src_path_;
+  int in_ = -1;
+  int out_ = -1;
+  int leases_asked_ = 0;
+  int kernel_writes_ = 0;
+  CopyKernel kernel_;
+};
+
+TEST_F(DirectCopyInTest, AnEmptyDestinationIsSizedLeasedAndFilledThroughThePool) {
+  ASSERT_EQ(CopyIn(nullptr, nullptr, SIZE_MAX), static_cast<ssize_t>(source_.size()));
+  EXPECT_EQ(leases_asked_, 1);
+  EXPECT_EQ(kernel_writes_, 0);
+  EXPECT_EQ(g_ioctl_calls, 1);
+  EXPECT_TRUE(table_->IsTracked(out_));
+  EXPECT_EQ(OutSize(), static_cast<off_t>(source_.size()));
+  // Stored in the file's runs of the pool, not through the kernel's file.
+  EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 4 * kBlock), source_.substr(0, 4 * kBlock));
+  EXPECT_EQ(ReadAt(pool_fd_, 32 * kBlock, source_.size() - 4 * kBlock),
+            source_.substr(4 * kBlock));
+  const int plain = open(file_path_.c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_EQ(ReadAt(plain, 0, 10), std::string(10, '\0'));
+  close(plain);
+  EXPECT_EQ(lseek(in_, 0, SEEK_CUR), static_cast<off_t>(source_.size()));
+  EXPECT_EQ(lseek(out_, 0, SEEK_CUR), static_cast<off_t>(source_.size()));
+}
+
+TEST_F(DirectCopyInTest, OnlyAnEmptyPendingDestinationAtOffsetZeroIsTaken) {
+  loff_t at_one = 1, zero = 0;
+  EXPECT_EQ(CopyIn(nullptr, &at_one, SIZE_MAX), kCopyNotTaken);
+  kernel_.other_device = false;  // walfs to walfs
+  EXPECT_EQ(CopyIn(&zero, nullptr, SIZE_MAX), kCopyNotTaken);
+  kernel_.other_device = true;
+  loff_t at_end = static_cast<loff_t>(source_.size());
+  EXPECT_EQ(CopyIn(&at_end, nullptr, SIZE_MAX), kCopyNotTaken);
+  EXPECT_EQ(OutSize(), 0);
+  // Once it has data, it is no longer the empty file this path is for.
+  ASSERT_EQ(CopyIn(nullptr, nullptr, 100), 100);
+  EXPECT_EQ(CopyIn(nullptr, nullptr, 100), kCopyNotTaken);
+  EXPECT_EQ(kernel_.pwrites, 0);
+}
+
+TEST_F(DirectCopyInTest, AFailedSourceReadLeavesTheDestinationEmpty) {
+  kernel_.pread_error = EIO;
+  errno = 0;
+  EXPECT_EQ(CopyIn(nullptr, nullptr, SIZE_MAX), -1);
+  EXPECT_EQ(errno, EIO);
+  EXPECT_EQ(OutSize(), 0);
+  EXPECT_FALSE(table_->IsTracked(out_));
+  EXPECT_EQ(lseek(in_, 0, SEEK_CUR), 0);
+  EXPECT_EQ(lseek(out_, 0, SEEK_CUR), 0);
 }
 
 #ifdef WALFS_TEST_FACILITIES

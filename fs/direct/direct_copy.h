@@ -41,8 +41,8 @@ namespace walfs::direct {
 inline constexpr uint64_t kCopyChunk = 64ull << 20;
 
 // Kernel is the set of real calls: Pread, Pwrite, Lseek, Fstat, Ftruncate, Fallocate,
-// GetFl (F_GETFL),
-// each with the libc signature and errno convention. Ask is called for a pending source
+// GetFl (F_GETFL), each with the libc signature and errno convention (Fstat need fill
+// only st_dev, st_mode and st_size). Ask is called for a pending source
 // (it takes the lease: LeasePending). Returns the byte count copied (> 0), -1 with errno
 // set when the copy failed before any byte, or kCopyNotTaken (errno untouched): the
 // caller makes the real call.

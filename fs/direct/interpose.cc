@@ -419,7 +419,9 @@ struct RealKernel {
     return WALFS_REAL(pwrite64)(fd, buf, n, off);
   }
   off_t Lseek(int fd, off_t off, int whence) { return WALFS_REAL(lseek64)(fd, off, whence); }
-  int Fstat(int fd, struct stat* st) { return ::fstat(fd, st); }
+  // The kernel's cached attributes: no GETATTR round trip for the walfs side; what is
+  // used of them (type, device, the size of a file just opened) cannot be stale.
+  int Fstat(int fd, struct stat* st) { return CachedStat(fd, st); }
   int Ftruncate(int fd, off_t size) { return ::ftruncate(fd, size); }
   int Fallocate(int fd, int mode, off_t off, off_t len) { return ::fallocate(fd, mode, off, len); }
   int GetFl(int fd) { return real::Fcntl(fd, F_GETFL, nullptr); }

@@ -1,4 +1,4 @@
-// CRC-32C: a table implementation and an SSE4.2 one, picked once per process.
+// CRC-32C: a table implementation and an SSE4.2 one, picked once per process, at first use.
 #include "core/crc32c.h"
 
 #include <array>
@@ -50,13 +50,14 @@ bool HasSse42() {
   return (c & bit_SSE4_2) != 0;
 }
 
-const bool kUseHardware = HasSse42();
-
 }  // namespace
 
 uint32_t Crc32c(uint32_t crc, const void* data, size_t n) {
+  // Asked at the first checksum, not at load: CPUID traps to the hypervisor in a guest,
+  // and the direct-access library is loaded into processes that never checksum.
+  static const bool use_hardware = HasSse42();
   const auto* p = static_cast<const uint8_t*>(data);
-  return kUseHardware ? HardwareCrc(crc, p, n) : SoftwareCrc(crc, p, n);
+  return use_hardware ? HardwareCrc(crc, p, n) : SoftwareCrc(crc, p, n);
 }
 
 uint32_t RecordCrc(const void* record, size_t size) {

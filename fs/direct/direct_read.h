@@ -39,27 +39,37 @@ struct MemcpyCopier {
   void Copy(void* dst, const char* src, size_t n) { memcpy(dst, src, n); }
 };
 
-// Copies file bytes [offset, offset + total) of the lease into the iovecs, in order.
-// Preconditions (checked by the caller): offset + total length <= m.leased_size.
+// Calls piece(src, n) for file bytes [offset, offset + total) of the lease, in order, one
+// call per stretch that lies in one run. Precondition (checked by the caller):
+// offset + total <= m.leased_size.
+template <typename Piece>
+void ForEachPiece(const LeaseMapping& m, uint64_t offset, uint64_t total, Piece&& piece) {
+  uint32_t r = 0;
+  while (r + 1 < m.run_count && m.runs[r].file_offset + m.runs[r].length <= offset) ++r;
+  while (total > 0) {
+    const MappedRun& run = m.runs[r];
+    const uint64_t in_run = offset - run.file_offset;
+    const uint64_t room = run.length - in_run;
+    const uint64_t n = total < room ? total : room;
+    piece(static_cast<const char*>(run.pool_addr + in_run), static_cast<size_t>(n));
+    total -= n;
+    offset += n;
+    if (n == room) ++r;
+  }
+}
+
+// Copies file bytes [offset, offset + total length) of the lease into the iovecs, in
+// order. Precondition (checked by the caller): offset + total length <= m.leased_size.
 template <typename Copier>
 void CopyOut(const LeaseMapping& m, uint64_t offset, const struct iovec* iov, int iovcnt,
              Copier& copier) {
-  uint32_t r = 0;
-  while (r + 1 < m.run_count && m.runs[r].file_offset + m.runs[r].length <= offset) ++r;
   for (int i = 0; i < iovcnt; ++i) {
     char* dst = static_cast<char*>(iov[i].iov_base);
-    size_t left = iov[i].iov_len;
-    while (left > 0) {
-      const MappedRun& run = m.runs[r];
-      const uint64_t in_run = offset - run.file_offset;
-      const uint64_t room = run.length - in_run;
-      const size_t n = left < room ? left : static_cast<size_t>(room);
-      copier.Copy(dst, run.pool_addr + in_run, n);
+    ForEachPiece(m, offset, iov[i].iov_len, [&](const char* src, size_t n) {
+      copier.Copy(dst, src, n);
       dst += n;
-      left -= n;
-      offset += n;
-      if (n == room) ++r;
-    }
+    });
+    offset += iov[i].iov_len;
   }
 }
 
@@ -67,28 +77,20 @@ void CopyOut(const LeaseMapping& m, uint64_t offset, const struct iovec* iov, in
 // never waits). Anything else goes to the kernel.
 inline bool DirectReadFlagsOk(int flags) { return (flags & ~(RWF_HIPRI | RWF_NOWAIT)) == 0; }
 
-// The whole hot path of pread/preadv/preadv2 on `fd`: one atomic load when untracked.
-// kStored: copied, *copied is the byte count. kPending: fd's lease is still to be asked
-// for. Anything else: the caller makes the real call. Never changes errno. Thread-safe.
-template <typename Copier>
-DirectResult TryDirectRead(FdTable& table, int fd, const struct iovec* iov, int iovcnt,
-                           off_t offset, int flags, Copier& copier, size_t* copied) {
+// The checks around every copy out of fd's lease (L9), with the copy passed in:
+// copy(lease) runs only while fd holds a current lease covering [begin, begin + total),
+// and its result stands only if the stamp still holds after it. kStored: copy ran and
+// stands. kPending: fd's lease is still to be asked for. kStale: the lease was revoked
+// before or during the copy (the entry is dropped; whatever copy produced must be
+// discarded). Anything else: copy did not run.
+template <typename Copy>
+DirectResult CheckedCopyOut(FdTable& table, int fd, uint64_t begin, uint64_t total,
+                            Copy&& copy) {
   FdTable::Ref lease = table.Acquire(fd);
   if (!lease) return DirectResult::kUntracked;
   if (lease.pending()) {
     return lease.pending_empty() ? DirectResult::kNotInLease : DirectResult::kPending;
   }
-  if (offset < 0 || iovcnt <= 0 || iovcnt > IOV_MAX || !DirectReadFlagsOk(flags)) {
-    return DirectResult::kNotInLease;
-  }
-  uint64_t total = 0;
-  for (int i = 0; i < iovcnt; ++i) {
-    if (iov[i].iov_len > static_cast<uint64_t>(SSIZE_MAX) - total) {
-      return DirectResult::kNotInLease;
-    }
-    total += iov[i].iov_len;
-  }
-  const uint64_t begin = static_cast<uint64_t>(offset);
   if (total == 0 || begin > lease->leased_size || total > lease->leased_size - begin) {
     return DirectResult::kNotInLease;
   }
@@ -96,15 +98,37 @@ DirectResult TryDirectRead(FdTable& table, int fd, const struct iovec* iov, int 
     DropStale(table, fd, lease);
     return DirectResult::kStale;
   }
-  CopyOut(*lease, begin, iov, iovcnt, copier);
+  copy(*lease);
   // The copy's loads before the second comparison (L9).
   std::atomic_thread_fence(std::memory_order_acquire);
   if (!LeaseCurrent(*lease)) {
     DropStale(table, fd, lease);
     return DirectResult::kStale;
   }
-  *copied = static_cast<size_t>(total);
   return DirectResult::kStored;
+}
+
+// The whole hot path of pread/preadv/preadv2 on `fd`: one atomic load when untracked.
+// kStored: copied, *copied is the byte count. kPending: fd's lease is still to be asked
+// for. Anything else: the caller makes the real call. Never changes errno. Thread-safe.
+template <typename Copier>
+DirectResult TryDirectRead(FdTable& table, int fd, const struct iovec* iov, int iovcnt,
+                           off_t offset, int flags, Copier& copier, size_t* copied) {
+  // Arguments the direct path does not take ask for a copy of nothing: a pending
+  // descriptor still takes its lease, anything else goes to the kernel.
+  bool takeable = offset >= 0 && iovcnt > 0 && iovcnt <= IOV_MAX && DirectReadFlagsOk(flags);
+  uint64_t total = 0;
+  for (int i = 0; takeable && i < iovcnt; ++i) {
+    takeable = iov[i].iov_len <= static_cast<uint64_t>(SSIZE_MAX) - total;
+    total += iov[i].iov_len;
+  }
+  if (!takeable) total = 0;
+  const uint64_t begin = static_cast<uint64_t>(offset);
+  const DirectResult result = CheckedCopyOut(
+      table, fd, begin, total,
+      [&](const LeaseMapping& m) { CopyOut(m, begin, iov, iovcnt, copier); });
+  if (result == DirectResult::kStored) *copied = static_cast<size_t>(total);
+  return result;
 }
 
 DirectResult TryDirectReadMemcpy(FdTable& table, int fd, const struct iovec* iov, int iovcnt,

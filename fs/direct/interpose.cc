@@ -21,6 +21,7 @@
 
 #include <climits>
 
+#include "fs/direct/direct_copy.h"
 #include "fs/direct/direct_read.h"
 #include "fs/direct/direct_write.h"
 #include "fs/direct/fd_calls.h"
@@ -28,6 +29,7 @@
 #include "fs/direct/lease.h"
 #include "fs/direct/owned_fds.h"
 #include "fs/direct/pmem_calls.h"
+#include "fs/direct/real_calls.h"
 #include "fs/direct/session.h"
 #include "fs/direct/switches.h"
 
@@ -403,6 +405,60 @@ extern "C" ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen);
 WALFS_EXPORT ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen) {
   if (count > buflen) WALFS_CALL_REAL(__read_chk, fd, buf, count, buflen);
   return read(fd, buf, count);
+}
+
+// copy_file_range(2) between a walfs file and a file elsewhere (direct_copy.h): out of a
+// leased file, written straight from the pool where the kernel would refuse (EXDEV) and
+// leave cp to copy twice; into a walfs file opened empty (a restore_command's cp), under a
+// write lease the copy makes possible. Everything else is the real call.
+namespace walfs::direct {
+namespace {
+struct RealKernel {
+  ssize_t Pread(int fd, void* buf, size_t n, off_t off) { return WALFS_REAL(pread64)(fd, buf, n, off); }
+  ssize_t Pwrite(int fd, const void* buf, size_t n, off_t off) {
+    return WALFS_REAL(pwrite64)(fd, buf, n, off);
+  }
+  off_t Lseek(int fd, off_t off, int whence) { return WALFS_REAL(lseek64)(fd, off, whence); }
+  // The kernel's cached attributes: no GETATTR round trip for the walfs side; what is
+  // used of them (type, device, the size of a file just opened) cannot be stale.
+  int Fstat(int fd, struct stat* st) { return CachedStat(fd, st); }
+  int Ftruncate(int fd, off_t size) { return ::ftruncate(fd, size); }
+  int Fallocate(int fd, int mode, off_t off, off_t len) { return ::fallocate(fd, mode, off, len); }
+  int GetFl(int fd) { return real::Fcntl(fd, F_GETFL, nullptr); }
+};
+}  // namespace
+}  // namespace walfs::direct
+
+WALFS_EXPORT ssize_t copy_file_range(int in_fd, loff_t* in_off, int out_fd, loff_t* out_off,
+                                     size_t len, unsigned int flags) {
+  auto real = [&]() -> ssize_t {
+    WALFS_CALL_REAL(copy_file_range, in_fd, in_off, out_fd, out_off, len, flags);
+  };
+  const bool from_walfs = g_table.IsTracked(in_fd);
+  if ((!from_walfs && !g_table.IsTracked(out_fd)) || WALFS_REAL(pread64) == nullptr ||
+      WALFS_REAL(pwrite64) == nullptr || WALFS_REAL(lseek64) == nullptr) {
+    return real();
+  }
+  walfs::direct::RealKernel kernel;
+  ssize_t n;
+  if (from_walfs) {
+    n = walfs::direct::DirectCopyFileRange(
+        g_table, in_fd, in_off, out_fd, out_off, len, flags, kernel, [](int fd) {
+          walfs::direct::LeasePending(fd, walfs::direct::ProductionLeaseSources(), g_table,
+                                      walfs::direct::g_sessions);
+        });
+  } else {
+    n = walfs::direct::DirectCopyIntoEmpty(
+        g_table, in_fd, in_off, out_fd, out_off, len, flags, kernel,
+        [](int fd) { walfs::direct::NoteSeek(fd, walfs::direct::ProductionLeaseSources(), g_table); },
+        [](int fd, const void* buf, size_t count, off_t offset) -> ssize_t {
+          const struct iovec iov = {const_cast<void*>(buf), count};
+          return walfs::direct::Pwritev(fd, &iov, 1, offset, 0, [&]() -> ssize_t {
+            WALFS_CALL_REAL(pwrite64, fd, buf, count, offset);
+          });
+        });
+  }
+  return n == walfs::direct::kCopyNotTaken ? real() : n;
 }
 
 // write(2) and writev(2): on a descriptor that holds or may take a write lease, the

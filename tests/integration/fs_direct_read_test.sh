@@ -100,6 +100,26 @@ cmp "$WORK/seg1.cat" "$WORK/seg1.fuse" || fail "cat with the library read other 
 cmp "$WORK/seg1.cp" "$WORK/seg1.fuse" || fail "cp with the library copied other bytes"
 # Each ends with a read at EOF (the kernel's); cp may also probe the file first.
 (((after - before) <= 8)) || fail "$((after - before)) FUSE reads for cat and cp of 16 MiB"
+
+log "copy_file_range out of a lease into another file system, at offsets"
+# Copied out of the pool: no FUSE read (the kernel would refuse with EXDEV, or read
+# through FUSE). 1 MiB from 5 MiB + 3 of the segment, to 7 in the file.
+before=$(fuse_reads)
+LD_PRELOAD=$LIB python3 - "$M/seg1" "$WORK/seg1.range" <<'PY' || fail "copy_file_range with the library failed"
+import os, sys
+src = os.open(sys.argv[1], os.O_RDONLY)
+dst = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+done = 0
+while done < 1 << 20:
+    n = os.copy_file_range(src, dst, (1 << 20) - done, (5 << 20) + 3 + done, 7 + done)
+    assert n > 0, n
+    done += n
+assert os.lseek(src, 0, os.SEEK_CUR) == 0 and os.lseek(dst, 0, os.SEEK_CUR) == 0
+PY
+after=$(fuse_reads)
+((after == before)) || fail "$((after - before)) FUSE reads for a copy_file_range of 1 MiB"
+{ head -c 7 /dev/zero; head -c $(((6 << 20) + 3)) "$WORK/seg1.fuse" | tail -c $((1 << 20)); } >"$WORK/seg1.want"
+cmp "$WORK/seg1.range" "$WORK/seg1.want" || fail "copy_file_range with the library copied other bytes"
 rm -f "$WORK"/seg1.*
 
 log "WALFS_DIRECT_READS=0: reads through FUSE, no read lease"

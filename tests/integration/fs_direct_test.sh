@@ -259,6 +259,22 @@ direct write "$M/$SEG" $((16 << 20)) 8192 x 1 || fail "write past the lease"
 [ "$(stat -c %s "$M/$SEG")" = $(((16 << 20) + 8192)) ] || fail "size after a write past the lease"
 truncate -s $((16 << 20)) "$M/$SEG"
 
+log "cp into the mount (a restore_command): the empty destination is sized and leased"
+# cp tries copy_file_range first; the library gives the new file the source's size, takes
+# a write lease and stores the bytes into the pool: no FUSE WRITE. Twice: a new file,
+# then the same name again (O_TRUNC).
+head -c $((16 << 20)) /dev/urandom >"$WORK/archived"
+for round in new again; do
+  writes0=$(walfs_status_field "$M" writes)
+  granted0=$(walfs_status_field "$M" leases_granted)
+  LD_PRELOAD=$LIB cp "$WORK/archived" "$M/RECOVERYXLOG" || fail "$round: cp into the mount failed"
+  (($(walfs_status_field "$M" writes) == writes0)) ||
+    fail "$round: cp into the mount made $(($(walfs_status_field "$M" writes) - writes0)) FUSE WRITEs"
+  (($(walfs_status_field "$M" leases_granted) == granted0 + 1)) || fail "$round: cp took no write lease"
+  cmp "$WORK/archived" "$M/RECOVERYXLOG" || fail "$round: cp into the mount stored other bytes"
+done
+rm -f "$M/RECOVERYXLOG" "$WORK/archived"
+
 log "reopening a file just written through FUSE sends the daemon nothing more"
 # PostgreSQL reopens every new segment to fsync it right after the zero-fill, whose
 # WRITEs invalidated the kernel's cached attributes: the library's stat at open must not
@@ -390,6 +406,13 @@ direct read "$M2/$SEG" 0 8192 m 16 || fail "read in msync mode"
 [ "$(walfs_status_field "$M2" reads)" = "$reads0" ] || fail "msync-mode reads went through FUSE"
 [ "$(walfs_status_field "$M2" read_leases_granted)" = 1 ] || fail "msync mode: no read lease"
 expect_bytes "$M2/$SEG" 0 $((16 * 8192)) m
+head -c $((1 << 20)) /dev/urandom >"$WORK/archived"
+writes0=$(walfs_status_field "$M2" writes)
+LD_PRELOAD=$LIB cp "$WORK/archived" "$M2/RECOVERYXLOG" || fail "msync mode: cp into the mount failed"
+(($(walfs_status_field "$M2" writes) > writes0)) || fail "msync mode: cp into the mount not through FUSE"
+[ "$(walfs_status_field "$M2" leases_granted)" = 0 ] || fail "msync mode: cp took a write lease"
+cmp "$WORK/archived" "$M2/RECOVERYXLOG" || fail "msync mode: cp into the mount stored other bytes"
+rm -f "$WORK/archived"
 umount_walfs "$M2"
 "$FSCK" "$POOL2" >/dev/null || fail "fsck of the msync pool"
 

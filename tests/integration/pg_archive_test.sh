@@ -154,8 +154,10 @@ run_mode() {
   # restore_command copies segments in as RECOVERYXLOG, then promotion starts timeline 2
   # (a .history file written with xlogtemp + rename).
   _PG_CLUSTERS+=("$c")
+  # With the library, each cp into pg_wal logs its lease decisions (copy_file_range into
+  # an empty walfs file: sized, then leased).
   pg_conf "$c" "unix_socket_directories = '$c/run'" "archive_mode = off" \
-    "restore_command = 'cp $arch/%f %p'"
+    "restore_command = 'WALFS_DIRECT_DEBUG=1 cp $arch/%f %p 2>>$c/run/restore.log'"
   as_postgres touch "$c/data/recovery.signal"
   pg_start "$c"
   # pg_ctl -w returns once hot standby accepts connections; promotion follows at the end
@@ -170,6 +172,13 @@ run_mode() {
   size=$(stat -c %b "$mnt/clone_wal/00000002.history")
   ((size <= 8)) || fail "00000002.history holds $size sectors: its xlogtemp segment was kept"
   grep -q 'restored log file' "$c/run/pg.log" || fail "the clone restored nothing from the archive"
+  if [ "$WALFS_PG_DIRECT" = 1 ] && [ "$mode" = pmem ]; then
+    restored=$(grep -cE 'restored log file "[0-9A-F]{24}"' "$c/run/pg.log" || true)
+    n=$(grep -c "write lease granted" "$c/run/restore.log" || true)
+    ((restored > 0 && n >= restored)) ||
+      fail "restore_command's cp took $n write leases for $restored restored segments: $(tail -5 "$c/run/restore.log")"
+    log "restore_command: $n write leases for $restored restored segments (copied into the pool)"
+  fi
   log "clone restored from the archive to the last archived commit, promoted to timeline 2"
   pg_stop "$c" fast
 

@@ -13,12 +13,14 @@
 
 #include <climits>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "fs/direct/direct_copy.h"
 #include "fs/direct/direct_read.h"
 #include "fs/direct/direct_write.h"
 #include "fs/direct/lease_mapping.h"
@@ -1152,6 +1154,266 @@ TEST_F(DirectLeaseTest, ALeaseForAnotherDescriptionIsNeverAttached) {
   close(dup_fd);
   close(other);
   close(fd);
+}
+
+// ---- copy_file_range out of a lease ----------------------------------------------------
+
+// The real calls, except that the destination looks like another file system (the test's
+// files share one) and a hook runs before each pwrite.
+struct CopyKernel {
+  int out_fd = -1;
+  bool other_device = true;
+  std::function<void()> before_pwrite;
+  int pwrites = 0;
+  int pread_error = 0;  // nonzero: every Pread fails with it
+  ssize_t Pread(int fd, void* b, size_t n, off_t o) {
+    if (pread_error != 0) return errno = pread_error, -1;
+    return pread(fd, b, n, o);
+  }
+  ssize_t Pwrite(int fd, const void* b, size_t n, off_t o) {
+    ++pwrites;
+    if (before_pwrite) before_pwrite();
+    return pwrite(fd, b, n, o);
+  }
+  off_t Lseek(int fd, off_t o, int w) { return lseek(fd, o, w); }
+  int Fstat(int fd, struct stat* st) {
+    const int r = fstat(fd, st);
+    if (r == 0 && fd == out_fd && other_device) st->st_dev += 1;
+    return r;
+  }
+  int Ftruncate(int fd, off_t size) { return ftruncate(fd, size); }
+  int Fallocate(int fd, int mode, off_t o, off_t n) { return fallocate(fd, mode, o, n); }
+  int GetFl(int fd) { return fcntl(fd, F_GETFL); }
+};
+
+class DirectCopyTest : public DirectLeaseTest {
+ protected:
+  void SetUp() override {
+    DirectLeaseTest::SetUp();
+    // The pool holds the file's bytes 'a'..'z'; the stand-in file (what the kernel
+    // would read) holds 'K': a copy from the pool and one from the kernel differ.
+    pool_bytes_.resize(9 * kBlock);
+    for (size_t i = 0; i < pool_bytes_.size(); ++i) pool_bytes_[i] = static_cast<char>('a' + i % 26);
+    ASSERT_EQ(pwrite(pool_fd_, pool_bytes_.data(), 4 * kBlock, 64 * kBlock), 4 * kBlock);
+    ASSERT_EQ(pwrite(pool_fd_, pool_bytes_.data() + 4 * kBlock, 5 * kBlock, 32 * kBlock),
+              5 * kBlock);
+    const std::string k(9 * kBlock, 'K');
+    const int f = OpenFile(O_RDWR);
+    ASSERT_EQ(pwrite(f, k.data(), k.size(), 0), static_cast<ssize_t>(k.size()));
+    close(f);
+    g_reply.access = lease::kAccessRead;
+    g_expected_access = lease::kAccessRead;
+    in_ = OpenFile(O_RDONLY);
+    ASSERT_EQ(NoteOpen(in_, O_RDONLY, kFake, *table_), LeaseOutcome::kPending);
+    out_path_ = dir_ + "/copy";
+    out_ = open(out_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_GE(out_, 0);
+    kernel_.out_fd = out_;
+  }
+  void TearDown() override {
+    table_->UntrackRange(0, ~0u);
+    close(in_);
+    close(out_);
+    unlink(out_path_.c_str());
+    DirectLeaseTest::TearDown();
+  }
+  ssize_t Copy(loff_t* in_off, loff_t* out_off, size_t len, unsigned flags = 0) {
+    return DirectCopyFileRange(*table_, in_, in_off, out_, out_off, len, flags, kernel_,
+                               [&](int fd) { LeasePending(fd, kFake, *table_, sessions_); });
+  }
+  std::string Out() {
+    struct stat st;
+    EXPECT_EQ(fstat(out_, &st), 0);
+    return ReadAt(out_, 0, static_cast<size_t>(st.st_size));
+  }
+
+  std::string pool_bytes_, out_path_;
+  int in_ = -1;
+  int out_ = -1;
+  CopyKernel kernel_;
+};
+
+TEST_F(DirectCopyTest, CopiesTheLeaseFromThePoolAtTheFileOffsets) {
+  const uint64_t leased = g_reply.leased_size;
+  // As cp asks: everything from the file offset, NULL offsets; one write per run.
+  ASSERT_EQ(Copy(nullptr, nullptr, SIZE_MAX), static_cast<ssize_t>(leased));
+  EXPECT_EQ(g_ioctl_calls, 1);
+  EXPECT_EQ(kernel_.pwrites, 2);
+  EXPECT_EQ(Out(), pool_bytes_.substr(0, leased));
+  EXPECT_EQ(lseek(in_, 0, SEEK_CUR), static_cast<off_t>(leased));
+  EXPECT_EQ(lseek(out_, 0, SEEK_CUR), static_cast<off_t>(leased));
+  // At the lease's end: the kernel's (which then reads what lies past it).
+  EXPECT_EQ(Copy(nullptr, nullptr, 100), kCopyNotTaken);
+  EXPECT_EQ(lseek(in_, 0, SEEK_CUR), static_cast<off_t>(leased));
+}
+
+TEST_F(DirectCopyTest, ExplicitOffsetsMoveThePointersNotTheFileOffsets) {
+  loff_t in_off = 4 * kBlock - 10, out_off = 5;
+  ASSERT_EQ(Copy(&in_off, &out_off, 30), 30);
+  EXPECT_EQ(in_off, static_cast<loff_t>(4 * kBlock + 20));
+  EXPECT_EQ(out_off, 35);
+  EXPECT_EQ(lseek(in_, 0, SEEK_CUR), 0);
+  EXPECT_EQ(lseek(out_, 0, SEEK_CUR), 0);
+  EXPECT_EQ(Out(), std::string(5, '\0') + pool_bytes_.substr(4 * kBlock - 10, 30));
+}
+
+TEST_F(DirectCopyTest, WhatTheKernelMustDecideIsNotTaken) {
+  loff_t off = 0;
+  EXPECT_EQ(Copy(&off, nullptr, 10, /*flags=*/1), kCopyNotTaken);
+  EXPECT_EQ(Copy(&off, nullptr, 0), kCopyNotTaken);
+  kernel_.other_device = false;  // walfs to walfs
+  EXPECT_EQ(Copy(&off, nullptr, 10), kCopyNotTaken);
+  kernel_.other_device = true;
+  loff_t past = static_cast<loff_t>(g_reply.leased_size);
+  EXPECT_EQ(Copy(&past, nullptr, 10), kCopyNotTaken);
+  const int append = open(out_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  const int read_only = open(out_path_.c_str(), O_RDONLY | O_CLOEXEC);
+  for (int fd : {append, read_only}) {
+    kernel_.out_fd = fd;
+    EXPECT_EQ(DirectCopyFileRange(*table_, in_, &off, fd, nullptr, 10, 0, kernel_,
+                                  [](int) { ADD_FAILURE(); }),
+              kCopyNotTaken);
+  }
+  close(append);
+  close(read_only);
+  // A tracked destination (another walfs file) is the kernel's too.
+  kernel_.out_fd = out_;
+  const int other = OpenFile(O_RDWR);
+  EXPECT_EQ(DirectCopyFileRange(*table_, in_, &off, other, nullptr, 10, 0, kernel_,
+                                [](int) { ADD_FAILURE(); }),
+            kCopyNotTaken);
+  close(other);
+  EXPECT_EQ(kernel_.pwrites, 0);
+  EXPECT_EQ(off, 0);
+}
+
+// L9 for a copy into a file: bytes written while the lease was being revoked are
+// written again from the kernel's read before the call returns.
+TEST_F(DirectCopyTest, ARevokedCopyIsRewrittenFromTheKernel) {
+  ASSERT_EQ(LeasePending(in_, kFake, *table_, sessions_), LeaseOutcome::kGranted);
+  kernel_.before_pwrite = [&] { SetStamp(kStamp + 1); };
+  ASSERT_EQ(Copy(nullptr, nullptr, 6 * kBlock), static_cast<ssize_t>(6 * kBlock));
+  EXPECT_EQ(Out(), std::string(6 * kBlock, 'K'));
+  EXPECT_EQ(lseek(in_, 0, SEEK_CUR), static_cast<off_t>(6 * kBlock));
+  EXPECT_EQ(lseek(out_, 0, SEEK_CUR), static_cast<off_t>(6 * kBlock));
+  EXPECT_FALSE(table_->IsTracked(in_));
+}
+
+// ... and where the source shrank meanwhile, no byte of the pool stays behind: what the
+// kernel no longer has is zeroed and the destination cut back to what was copied.
+TEST_F(DirectCopyTest, ARevokedCopyOfAShrunkSourceLeavesNoPoolBytes) {
+  ASSERT_EQ(LeasePending(in_, kFake, *table_, sessions_), LeaseOutcome::kGranted);
+  ASSERT_EQ(pwrite(out_, "0123456789", 10, 0), 10);
+  kernel_.before_pwrite = [&] {
+    SetStamp(kStamp + 1);
+    const int f = OpenFile(O_RDWR);
+    EXPECT_EQ(ftruncate(f, 1000), 0);
+    close(f);
+  };
+  loff_t in_off = 0, out_off = 0;
+  ASSERT_EQ(Copy(&in_off, &out_off, 3 * kBlock), 1000);
+  EXPECT_EQ(in_off, 1000);
+  EXPECT_EQ(Out(), std::string(1000, 'K'));
+}
+
+// A restore_command's cp into pg_wal: the destination opened empty is given the source's
+// size, takes a write lease, and the bytes are stored into the pool.
+class DirectCopyInTest : public DirectLeaseTest {
+ protected:
+  void SetUp() override {
+    DirectLeaseTest::SetUp();
+    source_.resize(g_reply.leased_size);
+    for (size_t i = 0; i < source_.size(); ++i) source_[i] = static_cast<char>('A' + i % 23);
+    src_path_ = dir_ + "/archived";
+    in_ = open(src_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_EQ(pwrite(in_, source_.data(), source_.size(), 0),
+              static_cast<ssize_t>(source_.size()));
+    ASSERT_EQ(truncate(file_path_.c_str(), 0), 0);
+    out_ = OpenFile(O_WRONLY | O_TRUNC);
+    ASSERT_EQ(NoteOpen(out_, O_WRONLY | O_TRUNC, kFake, *table_), LeaseOutcome::kEmpty);
+    kernel_.out_fd = out_;
+  }
+  void TearDown() override {
+    table_->UntrackRange(0, ~0u);
+    close(in_);
+    close(out_);
+    unlink(src_path_.c_str());
+    DirectLeaseTest::TearDown();
+  }
+  ssize_t CopyIn(loff_t* in_off, loff_t* out_off, size_t len) {
+    return DirectCopyIntoEmpty(
+        *table_, in_, in_off, out_, out_off, len, 0, kernel_,
+        [&](int fd) { NoteSeek(fd, kFake, *table_); },
+        [&](int fd, const void* buf, size_t n, off_t off) -> ssize_t {
+          const struct iovec iov = {const_cast<void*>(buf), n};
+          size_t written = 0;
+          DirectResult r = TryDirectWritePmem(*table_, fd, &iov, 1, off, 0, &written);
+          if (r == DirectResult::kPending) {
+            ++leases_asked_;
+            LeasePending(fd, kFake, *table_, sessions_);
+            r = TryDirectWritePmem(*table_, fd, &iov, 1, off, 0, &written);
+          }
+          if (r == DirectResult::kStored) return static_cast<ssize_t>(written);
+          ++kernel_writes_;
+          return pwrite(fd, buf, n, off);
+        });
+  }
+  off_t OutSize() {
+    struct stat st;
+    EXPECT_EQ(fstat(out_, &st), 0);
+    return st.st_size;
+  }
+
+  std::string source_, src_path_;
+  int in_ = -1;
+  int out_ = -1;
+  int leases_asked_ = 0;
+  int kernel_writes_ = 0;
+  CopyKernel kernel_;
+};
+
+TEST_F(DirectCopyInTest, AnEmptyDestinationIsSizedLeasedAndFilledThroughThePool) {
+  ASSERT_EQ(CopyIn(nullptr, nullptr, SIZE_MAX), static_cast<ssize_t>(source_.size()));
+  EXPECT_EQ(leases_asked_, 1);
+  EXPECT_EQ(kernel_writes_, 0);
+  EXPECT_EQ(g_ioctl_calls, 1);
+  EXPECT_TRUE(table_->IsTracked(out_));
+  EXPECT_EQ(OutSize(), static_cast<off_t>(source_.size()));
+  // Stored in the file's runs of the pool, not through the kernel's file.
+  EXPECT_EQ(ReadAt(pool_fd_, 64 * kBlock, 4 * kBlock), source_.substr(0, 4 * kBlock));
+  EXPECT_EQ(ReadAt(pool_fd_, 32 * kBlock, source_.size() - 4 * kBlock),
+            source_.substr(4 * kBlock));
+  const int plain = open(file_path_.c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_EQ(ReadAt(plain, 0, 10), std::string(10, '\0'));
+  close(plain);
+  EXPECT_EQ(lseek(in_, 0, SEEK_CUR), static_cast<off_t>(source_.size()));
+  EXPECT_EQ(lseek(out_, 0, SEEK_CUR), static_cast<off_t>(source_.size()));
+}
+
+TEST_F(DirectCopyInTest, OnlyAnEmptyPendingDestinationAtOffsetZeroIsTaken) {
+  loff_t at_one = 1, zero = 0;
+  EXPECT_EQ(CopyIn(nullptr, &at_one, SIZE_MAX), kCopyNotTaken);
+  kernel_.other_device = false;  // walfs to walfs
+  EXPECT_EQ(CopyIn(&zero, nullptr, SIZE_MAX), kCopyNotTaken);
+  kernel_.other_device = true;
+  loff_t at_end = static_cast<loff_t>(source_.size());
+  EXPECT_EQ(CopyIn(&at_end, nullptr, SIZE_MAX), kCopyNotTaken);
+  EXPECT_EQ(OutSize(), 0);
+  // Once it has data, it is no longer the empty file this path is for.
+  ASSERT_EQ(CopyIn(nullptr, nullptr, 100), 100);
+  EXPECT_EQ(CopyIn(nullptr, nullptr, 100), kCopyNotTaken);
+  EXPECT_EQ(kernel_.pwrites, 0);
+}
+
+TEST_F(DirectCopyInTest, AFailedSourceReadLeavesTheDestinationEmpty) {
+  kernel_.pread_error = EIO;
+  errno = 0;
+  EXPECT_EQ(CopyIn(nullptr, nullptr, SIZE_MAX), -1);
+  EXPECT_EQ(errno, EIO);
+  EXPECT_EQ(OutSize(), 0);
+  EXPECT_FALSE(table_->IsTracked(out_));
+  EXPECT_EQ(lseek(in_, 0, SEEK_CUR), 0);
+  EXPECT_EQ(lseek(out_, 0, SEEK_CUR), 0);
 }
 
 #ifdef WALFS_TEST_FACILITIES

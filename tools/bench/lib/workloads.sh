@@ -463,14 +463,14 @@ wl_floor() {
 # then every process of the cluster killed with SIGKILL at once (a crash). Before the
 # restart, the WAL readers a DBA runs on that WAL: pg_waldump --stats over the range
 # and `cat` of the range's segments (read(2)), then `cp` of single segments to tmpfs (a
-# new process each, as an archive_command runs), all with the target's preload (they are
-# WAL readers like the startup process, and an archive_command's cp runs with the
-# server's environment). Then the restart: the redo time
+# new process each, as an archive_command runs) and of a segment from tmpfs into the WAL
+# directory (as a restore_command runs), all with the target's preload (an archive or
+# restore command runs with the server's environment). Then the restart: the redo time
 # the server logs ("redo done ... elapsed") and the whole `pg_ctl start -w`. On walfs
 # targets the daemon's FUSE READ count over the restart is recorded as well (info).
 wl_recovery() {
   local target=$1 rep=$2 wal data t0 t1 first last pm kids i
-  local redo=NA start=NA dump=NA catr=NA cpms=NA reads=NA before after segs=NA
+  local redo=NA start=NA dump=NA catr=NA cpms=NA cpin=NA reads=NA before after segs=NA
   local daemon=${WALFS_PIDS[$target]:-}
   local rows=$((RECOVERY_SEGMENTS * 16 * 1024 * 1024 / 1800 + 1000))
   local wl="crash recovery: $RECOVERY_SEGMENTS segments of bulk-insert WAL, kill -9, restart"
@@ -524,6 +524,19 @@ wl_recovery() {
     t_b=$(date +%s%N)
     rm -f "$SHM_ROOT/cp-out.$target"
     ((ncp > 0)) && cpms=$(awk -v a="$t_a" -v b="$t_b" -v n="$ncp" 'BEGIN { printf "%.2f", (b - a) / 1e6 / n }')
+    # cp of a segment from tmpfs into the WAL directory, a new file each time, as a
+    # restore_command runs it (the server removes RECOVERYXLOG before each restore).
+    local nin=0
+    if cp "${files[0]}" "$SHM_ROOT/cp-in.$target"; then
+      t_a=$(date +%s%N)
+      for ((i = 0; i < 8; i++)); do
+        rm -f "$wal/RECOVERYXLOG"
+        with_target_env "$target" cp "$SHM_ROOT/cp-in.$target" "$wal/RECOVERYXLOG" && nin=$((nin + 1))
+      done
+      t_b=$(date +%s%N)
+      rm -f "$wal/RECOVERYXLOG" "$SHM_ROOT/cp-in.$target"
+      ((nin > 0)) && cpin=$(awk -v a="$t_a" -v b="$t_b" -v n="$nin" 'BEGIN { printf "%.2f", (b - a) / 1e6 / n }')
+    fi
     [ -n "$daemon" ] && before=$(walfs_reads "$target")
     t_a=$(date +%s%N)
     if PG_MAX_WAL_SIZE=16GB PG_PRELOAD=${TARGET_PRELOAD[$target]:-} pg_start "$data"; then
@@ -542,6 +555,7 @@ wl_recovery() {
   record "$wl" "pg_waldump --stats over the range (8 KiB preads)" s lower "$target" "$rep" "$dump"
   record "$wl" "cat of the range's segments (128 KiB read(2)s)" MB/s higher "$target" "$rep" "$catr"
   record "$wl" "cp of one segment to tmpfs (a new process each, start included)" ms lower "$target" "$rep" "$cpms"
+  record "$wl" "cp of one segment from tmpfs into the WAL directory (restore_command)" ms lower "$target" "$rep" "$cpin"
   if [ -n "$daemon" ]; then
     record "$wl" "FUSE READ requests during the restart" count info "$target" "$rep" "$reads"
   fi

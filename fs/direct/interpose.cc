@@ -23,7 +23,7 @@
 
 #include "fs/direct/direct_read.h"
 #include "fs/direct/direct_write.h"
-#include "fs/direct/fd_calls.h"
+#include "fs/direct/fd_events.h"
 #include "fs/direct/fd_table.h"
 #include "fs/direct/lease.h"
 #include "fs/direct/owned_fds.h"
@@ -59,10 +59,10 @@ constinit Sessions g_sessions(&g_owned);
     return real_fn(__VA_ARGS__);           \
   } while (0)
 
-constinit FdCalls g_calls(&g_table, &g_owned, ProductionLeaseSources);
+constinit FdEvents g_events(&g_table, &g_owned, ProductionLeaseSources);
 
-inline int Created(int fd) { return g_calls.Created(fd); }
-inline int Opened(int fd, int flags) { return g_calls.Opened(fd, flags); }
+inline int Created(int fd) { return g_events.Created(fd); }
+inline int Opened(int fd, int flags) { return g_events.Opened(fd, flags); }
 
 inline bool NeedsMode(int flags) {
   return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE;
@@ -143,7 +143,7 @@ __attribute__((constructor)) void Init() {
 
 using walfs::direct::CloseRangeAroundOwned;
 using walfs::direct::Created;
-using walfs::direct::g_calls;
+using walfs::direct::g_events;
 using walfs::direct::g_owned;
 using walfs::direct::g_table;
 using walfs::direct::ModeArg;
@@ -489,13 +489,13 @@ WALFS_EXPORT int fdatasync(int fd) {
 // The library-owned descriptors (owned_fds.h) are not the application's: a close of one
 // by number fails as it would have without us (EBADF), and ranges skip them.
 WALFS_EXPORT int close(int fd) {
-  return g_calls.Close(fd, [&]() -> int { WALFS_CALL_REAL(close, fd); });
+  return g_events.Close(fd, [&]() -> int { WALFS_CALL_REAL(close, fd); });
 }
 
 WALFS_EXPORT int close_range(unsigned int first, unsigned int last, int flags) noexcept {
   auto* real_fn = WALFS_REAL(close_range);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  return g_calls.CloseRange(first, last, flags,
+  return g_events.CloseRange(first, last, flags,
                             [&](unsigned a, unsigned b) { return real_fn(a, b, flags); });
 }
 
@@ -514,19 +514,18 @@ WALFS_EXPORT void closefrom(int lowfd) noexcept {
 }
 
 WALFS_EXPORT int dup2(int oldfd, int newfd) noexcept {
-  g_calls.BeforeDup2(oldfd, newfd);
-  WALFS_CALL_REAL(dup2, oldfd, newfd);
+  return g_events.Dup2(oldfd, newfd, [&]() -> int { WALFS_CALL_REAL(dup2, oldfd, newfd); });
 }
 
 WALFS_EXPORT int dup3(int oldfd, int newfd, int flags) noexcept {
-  g_calls.BeforeDup2(oldfd, newfd);
-  WALFS_CALL_REAL(dup3, oldfd, newfd, flags);
+  return g_events.Dup2(oldfd, newfd,
+                       [&]() -> int { WALFS_CALL_REAL(dup3, oldfd, newfd, flags); });
 }
 
 WALFS_EXPORT int dup(int oldfd) noexcept {
   auto* real_fn = WALFS_REAL(dup);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  return Created(real_fn(oldfd));
+  return g_events.Duplicated(oldfd, real_fn(oldfd));
 }
 
 // The argument is an int or a pointer depending on cmd; a long carries either in the
@@ -536,10 +535,7 @@ WALFS_EXPORT int fcntl(int fd, int cmd, ...) {
   va_start(ap, cmd);
   const long arg = va_arg(ap, long);
   va_end(ap);
-  g_calls.BeforeFcntl(fd, cmd, arg);
-  auto* real_fn = WALFS_REAL(fcntl);
-  if (real_fn == nullptr) return errno = ENOSYS, -1;
-  return g_calls.AfterFcntl(cmd, real_fn(fd, cmd, arg));
+  return g_events.Fcntl(fd, cmd, arg, [&]() -> int { WALFS_CALL_REAL(fcntl, fd, cmd, arg); });
 }
 
 extern "C" int fcntl64(int fd, int cmd, ...);
@@ -548,10 +544,7 @@ WALFS_EXPORT int fcntl64(int fd, int cmd, ...) {
   va_start(ap, cmd);
   const long arg = va_arg(ap, long);
   va_end(ap);
-  g_calls.BeforeFcntl(fd, cmd, arg);
-  auto* real_fn = WALFS_REAL(fcntl64);
-  if (real_fn == nullptr) return errno = ENOSYS, -1;
-  return g_calls.AfterFcntl(cmd, real_fn(fd, cmd, arg));
+  return g_events.Fcntl(fd, cmd, arg, [&]() -> int { WALFS_CALL_REAL(fcntl64, fd, cmd, arg); });
 }
 
 // The stream will close fd inside libc (fclose), where we cannot see it.
@@ -572,7 +565,7 @@ WALFS_EXPORT long syscall(long number, ...) noexcept {
   va_end(ap);
   auto* real_fn = WALFS_REAL(syscall);
   if (real_fn == nullptr) return errno = ENOSYS, -1;
-  return g_calls.Syscall(number, a, real_fn);
+  return g_events.Syscall(number, a, real_fn);
 }
 
 // ---- other descriptor-creating calls: collision checks --------------------------------

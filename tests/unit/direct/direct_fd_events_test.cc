@@ -1,8 +1,8 @@
-// What the interposers do around descriptor calls (FdCalls), driven with a real table,
-// a real registry of library-owned descriptors and libc's own calls as the "real" ones:
-// the application's close, dup2, close_range and syscall() paths never reach a
-// library-owned descriptor, and every descriptor-creating path drops a stale entry.
-#include "fs/direct/fd_calls.h"
+// The descriptor events (FdEvents), driven with a real table, a real registry of
+// library-owned descriptors and libc's own calls as the "real" ones: the application's
+// close, dup2, close_range and syscall() paths never reach a library-owned descriptor,
+// and every descriptor-creating path drops a stale entry.
+#include "fs/direct/fd_events.h"
 
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -38,7 +38,7 @@ long RealSyscall(long number, long a0, long a1, long a2, long a3, long a4, long 
   return ::syscall(number, a0, a1, a2, a3, a4, a5);
 }
 
-class DirectFdCallsTest : public ::testing::Test {
+class DirectFdEventsTest : public ::testing::Test {
  public:
   void SetUp() override {
     char dir[] = "/dev/shm/walfs-fdcalls-XXXXXX";
@@ -65,7 +65,7 @@ class DirectFdCallsTest : public ::testing::Test {
   }
   long Sys(long number, long a0 = 0, long a1 = 0, long a2 = 0, long a3 = 0) {
     const long a[6] = {a0, a1, a2, a3, 0, 0};
-    return calls_.Syscall(number, a, RealSyscall);
+    return events_.Syscall(number, a, RealSyscall);
   }
   // A number the table still tracks although it was closed where nobody saw it.
   int StaleNumber() {
@@ -79,14 +79,14 @@ class DirectFdCallsTest : public ::testing::Test {
   std::atomic<int> cell_{-1};
   std::unique_ptr<OwnedFds> owned_ = std::make_unique<OwnedFds>();
   std::unique_ptr<FdTable> table_ = std::make_unique<FdTable>(owned_.get());
-  FdCalls calls_{table_.get(), owned_.get(), TestSources};
+  FdEvents events_{table_.get(), owned_.get(), TestSources};
 };
 
-TEST_F(DirectFdCallsTest, CloseOfAnOwnedDescriptorFailsAsIfItWereNotOpen) {
+TEST_F(DirectFdEventsTest, CloseOfAnOwnedDescriptorFailsAsIfItWereNotOpen) {
   const int owned = Own();
   int real_calls = 0;
   errno = 0;
-  EXPECT_EQ(calls_.Close(owned, [&] { return ++real_calls, 0; }), -1);
+  EXPECT_EQ(events_.Close(owned, [&] { return ++real_calls, 0; }), -1);
   EXPECT_EQ(errno, EBADF);
   EXPECT_EQ(real_calls, 0);
   errno = 0;
@@ -104,7 +104,7 @@ TEST_F(DirectFdCallsTest, CloseOfAnOwnedDescriptorFailsAsIfItWereNotOpen) {
   EXPECT_EQ(errno, EBADF);
 }
 
-TEST_F(DirectFdCallsTest, CloseRangeSkipsOwnedDescriptors) {
+TEST_F(DirectFdEventsTest, CloseRangeSkipsOwnedDescriptors) {
   const int owned = Own();
   const int low = fcntl(owned, F_DUPFD_CLOEXEC, 0);  // any other descriptors around it
   const int high = fcntl(owned, F_DUPFD_CLOEXEC, owned + 1);
@@ -117,7 +117,7 @@ TEST_F(DirectFdCallsTest, CloseRangeSkipsOwnedDescriptors) {
   // CLOSE_RANGE_CLOEXEC closes nothing and keeps entries.
   const int again = fcntl(owned, F_DUPFD, owned + 1);
   ASSERT_TRUE(table_->TrackPending(again, 1, 2));
-  EXPECT_EQ(calls_.CloseRange(static_cast<unsigned>(owned), ~0u, CLOSE_RANGE_CLOEXEC,
+  EXPECT_EQ(events_.CloseRange(static_cast<unsigned>(owned), ~0u, CLOSE_RANGE_CLOEXEC,
                               [](unsigned a, unsigned b) {
                                 return static_cast<int>(::syscall(SYS_close_range, a, b,
                                                                   CLOSE_RANGE_CLOEXEC));
@@ -128,7 +128,7 @@ TEST_F(DirectFdCallsTest, CloseRangeSkipsOwnedDescriptors) {
   close(again);
 }
 
-TEST_F(DirectFdCallsTest, Dup2OntoAnOwnedNumberMovesItAsideFirst) {
+TEST_F(DirectFdEventsTest, Dup2OntoAnOwnedNumberMovesItAsideFirst) {
   const int owned = Own();
   const int app = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   EXPECT_EQ(Sys(SYS_dup3, app, owned, 0), owned);
@@ -142,38 +142,38 @@ TEST_F(DirectFdCallsTest, Dup2OntoAnOwnedNumberMovesItAsideFirst) {
   EXPECT_EQ(a.st_ino, b.st_ino);
   // Onto a tracked number: the entry goes.
   ASSERT_TRUE(table_->TrackPending(owned, 1, 2));
-  calls_.BeforeDup2(app, owned);
+  events_.Replacing(app, owned);
   EXPECT_FALSE(table_->IsTracked(owned));
   close(owned);
   close(app);
 }
 
-TEST_F(DirectFdCallsTest, EveryCreatingSyscallDropsAStaleEntry) {
+TEST_F(DirectFdEventsTest, EveryCreatingSyscallDropsAStaleEntry) {
   const int src = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   struct open_how how = {};
   how.flags = O_RDONLY | O_CLOEXEC;
   const struct {
     const char* name;
-    long (*call)(DirectFdCallsTest&, int src, const char* path, struct open_how* how);
+    long (*call)(DirectFdEventsTest&, int src, const char* path, struct open_how* how);
   } creators[] = {
-      {"dup", [](DirectFdCallsTest& t, int s, const char*, struct open_how*) {
+      {"dup", [](DirectFdEventsTest& t, int s, const char*, struct open_how*) {
          return t.Sys(SYS_dup, s);
        }},
-      {"F_DUPFD", [](DirectFdCallsTest& t, int s, const char*, struct open_how*) {
+      {"F_DUPFD", [](DirectFdEventsTest& t, int s, const char*, struct open_how*) {
          return t.Sys(SYS_fcntl, s, F_DUPFD, 0);
        }},
-      {"F_DUPFD_CLOEXEC", [](DirectFdCallsTest& t, int s, const char*, struct open_how*) {
+      {"F_DUPFD_CLOEXEC", [](DirectFdEventsTest& t, int s, const char*, struct open_how*) {
          return t.Sys(SYS_fcntl, s, F_DUPFD_CLOEXEC, 0);
        }},
-      {"openat", [](DirectFdCallsTest& t, int, const char* p, struct open_how*) {
+      {"openat", [](DirectFdEventsTest& t, int, const char* p, struct open_how*) {
          return t.Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(p), O_RDONLY, 0);
        }},
 #ifdef SYS_open
-      {"open", [](DirectFdCallsTest& t, int, const char* p, struct open_how*) {
+      {"open", [](DirectFdEventsTest& t, int, const char* p, struct open_how*) {
          return t.Sys(SYS_open, reinterpret_cast<long>(p), O_RDONLY, 0);
        }},
 #endif
-      {"openat2", [](DirectFdCallsTest& t, int, const char* p, struct open_how* h) {
+      {"openat2", [](DirectFdEventsTest& t, int, const char* p, struct open_how* h) {
          return t.Sys(SYS_openat2, AT_FDCWD, reinterpret_cast<long>(p),
                       reinterpret_cast<long>(h), sizeof(*h));
        }},
@@ -191,7 +191,7 @@ TEST_F(DirectFdCallsTest, EveryCreatingSyscallDropsAStaleEntry) {
 }
 
 // The opens also note a walfs file opened for writing, with the flags the call carried.
-TEST_F(DirectFdCallsTest, SyscallOpensNoteWalfsFilesWithTheirFlags) {
+TEST_F(DirectFdEventsTest, SyscallOpensNoteWalfsFilesWithTheirFlags) {
   g_walfs = true;
   const long ro = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path_.c_str()), O_RDONLY, 0);
   ASSERT_GE(ro, 0);

@@ -1,0 +1,231 @@
+// The data family of libwalfs-direct.so: the exported positioned reads and writes (the
+// pread and pwrite entry points), read/write at the file offset, lseek and the syncs.
+// Each tries the direct path on a tracked descriptor and otherwise makes the real call.
+// Owns no state: the direct paths are direct_read.h's and direct_write.h's, and the
+// lease a descriptor takes at its first read or write is lease.h's.
+#include <fcntl.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <climits>
+
+#include "fs/direct/direct_read.h"
+#include "fs/direct/direct_write.h"
+#include "fs/direct/interpose.h"
+#include "fs/direct/lease.h"
+
+namespace walfs::direct {
+namespace {
+
+// The two directions of the data family: the buffer type of their single-buffer calls,
+// whether read(2)/write(2) on fd should become positioned (AtFileOffset), and the
+// positioned core: direct when leased and inside the lease, else real(). The untracked
+// case of At is the inline load and nothing else.
+struct Writes {
+  using Buf = const void*;
+  static bool Positioned(int fd) { return WantsPositionedWrite(g_table, fd); }
+  template <typename Real>
+  static ssize_t At(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags,
+                    Real real) {
+    if (!g_table.IsTracked(fd)) return real();
+    size_t written = 0;
+    DirectResult result = TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written);
+    if (result == DirectResult::kPending) {
+      // The descriptor's first write: take its lease now. Afterwards fd holds the lease
+      // or nothing (or a newer pending entry, whose own first write will ask).
+      LeasePending(fd, ProductionLeaseSources(), g_table, g_sessions);
+      result = TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written);
+    }
+    if (result == DirectResult::kStored) return static_cast<ssize_t>(written);
+    return real();
+  }
+};
+
+struct Reads {
+  using Buf = void*;
+  static bool Positioned(int fd) { return WantsPositionedRead(g_table, fd); }
+  template <typename Real>
+  static ssize_t At(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags,
+                    Real real) {
+    if (!g_table.IsTracked(fd)) return real();
+    size_t copied = 0;
+    DirectResult result = TryDirectReadMemcpy(g_table, fd, iov, iovcnt, offset, flags, &copied);
+    if (result == DirectResult::kPending) {
+      LeasePending(fd, ProductionLeaseSources(), g_table, g_sessions);
+      result = TryDirectReadMemcpy(g_table, fd, iov, iovcnt, offset, flags, &copied);
+    }
+    if (result == DirectResult::kStored) return static_cast<ssize_t>(copied);
+    return real();
+  }
+};
+
+// read(2)/readv(2)/write(2)/writev(2) on fd: on a descriptor that holds or may take a
+// lease (Dir::Positioned), the range at the file offset is reserved atomically and done
+// by at_offset(offset), a positioned call (AtFileOffset); everything else is real().
+template <typename Dir, typename AtOffset, typename Real>
+ssize_t AtFileOffsetIfLeased(int fd, const struct iovec* iov, int iovcnt, AtOffset at_offset,
+                             Real real) {
+  if (!g_table.IsTracked(fd)) return real();
+  auto* const real_lseek = WALFS_REAL(lseek);
+  if (real_lseek == nullptr || iovcnt <= 0 || iovcnt > IOV_MAX || !Dir::Positioned(fd)) {
+    return real();
+  }
+  size_t total = 0;
+  for (int i = 0; i < iovcnt; ++i) {
+    if (iov[i].iov_len > static_cast<size_t>(SSIZE_MAX) - total) return real();
+    total += iov[i].iov_len;
+  }
+  return AtFileOffset(fd, total, real_lseek, at_offset, real);
+}
+
+}  // namespace
+}  // namespace walfs::direct
+
+using walfs::direct::Reads;
+using walfs::direct::Writes;
+
+// ---- positioned reads and writes ------------------------------------------------------
+
+// X(name, direction, shape, offset type). Shapes:
+//  Buf   ssize_t name(int fd, Dir::Buf buf, size_t count, OFF offset);
+//  Vec   ssize_t name(int fd, const struct iovec* iov, int iovcnt, OFF offset);
+//  Vec2  ssize_t name(int fd, const struct iovec* iov, int iovcnt, OFF offset, int flags);
+//  Chk   ssize_t name(int fd, void* buf, size_t count, OFF offset, size_t buflen):
+//        _FORTIFY_SOURCE's checked variant; a count larger than the buffer goes to libc,
+//        which aborts as it would have without us.
+// A new entry point of one of these shapes is one line here.
+#define WALFS_POSITIONED_FAMILY(X)       \
+  X(pwrite, Writes, Buf, off_t)          \
+  X(pwrite64, Writes, Buf, off64_t)      \
+  X(pwritev, Writes, Vec, off_t)         \
+  X(pwritev64, Writes, Vec, off64_t)     \
+  X(pwritev2, Writes, Vec2, off_t)       \
+  X(pwritev64v2, Writes, Vec2, off64_t)  \
+  X(pread, Reads, Buf, off_t)            \
+  X(pread64, Reads, Buf, off64_t)        \
+  X(preadv, Reads, Vec, off_t)           \
+  X(preadv64, Reads, Vec, off64_t)       \
+  X(preadv2, Reads, Vec2, off_t)         \
+  X(preadv64v2, Reads, Vec2, off64_t)    \
+  X(__pread_chk, Reads, Chk, off_t)      \
+  X(__pread64_chk, Reads, Chk, off64_t)
+
+#define WALFS_POSITIONED_Buf(name, Dir, Off)                                      \
+  WALFS_EXPORT ssize_t name(int fd, Dir::Buf buf, size_t count, Off offset) {      \
+    const struct iovec iov = {const_cast<void*>(buf), count};                     \
+    return Dir::At(fd, &iov, 1, offset, 0,                                         \
+                   [&]() -> ssize_t { WALFS_CALL_REAL(name, fd, buf, count, offset); }); \
+  }
+
+#define WALFS_POSITIONED_Vec(name, Dir, Off)                                              \
+  WALFS_EXPORT ssize_t name(int fd, const struct iovec* iov, int iovcnt, Off offset) {    \
+    return Dir::At(fd, iov, iovcnt, offset, 0,                                             \
+                   [&]() -> ssize_t { WALFS_CALL_REAL(name, fd, iov, iovcnt, offset); }); \
+  }
+
+#define WALFS_POSITIONED_Vec2(name, Dir, Off)                                             \
+  WALFS_EXPORT ssize_t name(int fd, const struct iovec* iov, int iovcnt, Off offset,      \
+                            int flags) {                                                  \
+    return Dir::At(fd, iov, iovcnt, offset, flags, [&]() -> ssize_t {                     \
+      WALFS_CALL_REAL(name, fd, iov, iovcnt, offset, flags);                              \
+    });                                                                                   \
+  }
+
+// Declared first: libc's headers declare the checked variants only under
+// _FORTIFY_SOURCE, which this library is built without.
+#define WALFS_POSITIONED_Chk(name, Dir, Off)                                                \
+  extern "C" ssize_t name(int fd, void* buf, size_t count, Off offset, size_t buflen);     \
+  WALFS_EXPORT ssize_t name(int fd, void* buf, size_t count, Off offset, size_t buflen) { \
+    auto real = [&]() -> ssize_t { WALFS_CALL_REAL(name, fd, buf, count, offset, buflen); }; \
+    if (count > buflen) return real();                                                     \
+    const struct iovec iov = {buf, count};                                                 \
+    return Dir::At(fd, &iov, 1, offset, 0, real);                                          \
+  }
+
+#define WALFS_DEFINE_POSITIONED(name, Dir, shape, Off) WALFS_POSITIONED_##shape(name, Dir, Off)
+WALFS_POSITIONED_FAMILY(WALFS_DEFINE_POSITIONED)
+
+// ---- reads and writes at the file offset ----------------------------------------------
+
+// X(name, direction, shape, the positioned call it becomes). Shapes:
+//  Buf  ssize_t name(int fd, Dir::Buf buf, size_t count);
+//  Vec  ssize_t name(int fd, const struct iovec* iov, int iovcnt).
+// So `cat` and `cp` of a segment copy out of the pool, and pg_receivewal's streaming
+// writes take the direct path (AtFileOffsetIfLeased).
+#define WALFS_STREAM_FAMILY(X)      \
+  X(read, Reads, Buf, pread)        \
+  X(readv, Reads, Vec, preadv)      \
+  X(write, Writes, Buf, pwrite)     \
+  X(writev, Writes, Vec, pwritev)
+
+#define WALFS_STREAM_Buf(name, Dir, positioned)                                              \
+  WALFS_EXPORT ssize_t name(int fd, Dir::Buf buf, size_t count) {                            \
+    const struct iovec iov = {const_cast<void*>(buf), count};                                \
+    return walfs::direct::AtFileOffsetIfLeased<Dir>(                                         \
+        fd, &iov, 1,                                                                         \
+        [&](off_t offset) -> ssize_t {                                                       \
+          return Dir::At(fd, &iov, 1, offset, 0, [&]() -> ssize_t {                          \
+            WALFS_CALL_REAL(positioned, fd, buf, count, offset);                             \
+          });                                                                                \
+        },                                                                                   \
+        [&]() -> ssize_t { WALFS_CALL_REAL(name, fd, buf, count); });                        \
+  }
+
+#define WALFS_STREAM_Vec(name, Dir, positioned)                                              \
+  WALFS_EXPORT ssize_t name(int fd, const struct iovec* iov, int iovcnt) {                   \
+    return walfs::direct::AtFileOffsetIfLeased<Dir>(                                         \
+        fd, iov, iovcnt,                                                                     \
+        [&](off_t offset) -> ssize_t {                                                       \
+          return Dir::At(fd, iov, iovcnt, offset, 0, [&]() -> ssize_t {                      \
+            WALFS_CALL_REAL(positioned, fd, iov, iovcnt, offset);                            \
+          });                                                                                \
+        },                                                                                   \
+        [&]() -> ssize_t { WALFS_CALL_REAL(name, fd, iov, iovcnt); });                       \
+  }
+
+#define WALFS_DEFINE_STREAM(name, Dir, shape, positioned) \
+  WALFS_STREAM_##shape(name, Dir, positioned)
+WALFS_STREAM_FAMILY(WALFS_DEFINE_STREAM)
+
+// _FORTIFY_SOURCE's checked read: a count larger than the buffer goes to libc.
+extern "C" ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen);
+WALFS_EXPORT ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen) {
+  if (count > buflen) WALFS_CALL_REAL(__read_chk, fd, buf, count, buflen);
+  return read(fd, buf, count);
+}
+
+// ---- seeks and syncs ------------------------------------------------------------------
+
+// X(name, offset type): the real call; on a descriptor pending with a file that was
+// empty at open, a seek tells the library to look again whether it has data now
+// (NoteSeek).
+#define WALFS_SEEK_FAMILY(X) \
+  X(lseek, off_t)            \
+  X(lseek64, off64_t)
+
+#define WALFS_DEFINE_SEEK(name, Off)                                                    \
+  WALFS_EXPORT Off name(int fd, Off offset, int whence) {                               \
+    auto* real_fn = WALFS_REAL(name);                                                   \
+    if (real_fn == nullptr) return errno = ENOSYS, -1;                                  \
+    const Off r = real_fn(fd, offset, whence);                                          \
+    if (r >= 0 && walfs::direct::g_table.IsTracked(fd)) {                               \
+      walfs::direct::NoteSeek(fd, walfs::direct::ProductionLeaseSources(),              \
+                              walfs::direct::g_table);                                  \
+    }                                                                                   \
+    return r;                                                                           \
+  }
+WALFS_SEEK_FAMILY(WALFS_DEFINE_SEEK)
+
+// X(name): a leased descriptor's direct stores were durable on return, and FUSE writes
+// in pmem mode are durable at their reply: there is nothing to sync.
+#define WALFS_SYNC_FAMILY(X) \
+  X(fsync)                   \
+  X(fdatasync)
+
+#define WALFS_DEFINE_SYNC(name)                                                     \
+  WALFS_EXPORT int name(int fd) {                                                   \
+    if (walfs::direct::SyncIsDone(walfs::direct::g_table, fd)) return 0;            \
+    WALFS_CALL_REAL(name, fd);                                                      \
+  }
+WALFS_SYNC_FAMILY(WALFS_DEFINE_SYNC)

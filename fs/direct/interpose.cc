@@ -3,9 +3,10 @@
 // handlers that keep their locks consistent; the constructor. The exported wrappers are
 // in the family files (interpose_open.cc, interpose_io.cc, interpose_fds.cc); nothing
 // here is exported.
+#include "fs/direct/interpose.h"
+
 #include <pthread.h>
 
-#include "fs/direct/interpose.h"
 #include "fs/direct/lease.h"
 #include "fs/direct/pmem_calls.h"
 #include "fs/direct/switches.h"

@@ -21,23 +21,23 @@
 
 // The next definition of `name` (libc's), resolved on first use; nullptr when libc lacks
 // it.
-#define WALFS_REAL(name)                                                              \
-  ([]() {                                                                              \
-    static decltype(&::name) const fn =                                                \
-        reinterpret_cast<decltype(&::name)>(dlsym(RTLD_NEXT, #name));                 \
-    return fn;                                                                         \
+#define WALFS_REAL(name)                                              \
+  ([]() {                                                             \
+    static decltype(&::name) const fn =                               \
+        reinterpret_cast<decltype(&::name)>(dlsym(RTLD_NEXT, #name)); \
+    return fn;                                                        \
   }())
 
 // Returns what the real `name` returns for the arguments; -1 with ENOSYS when libc lacks
 // it.
-#define WALFS_CALL_REAL(name, ...)         \
-  do {                                     \
+#define WALFS_CALL_REAL(name, ...)          \
+  do {                                      \
     auto* const real_fn = WALFS_REAL(name); \
-    if (real_fn == nullptr) {              \
-      errno = ENOSYS;                      \
-      return -1;                           \
-    }                                      \
-    return real_fn(__VA_ARGS__);           \
+    if (real_fn == nullptr) {               \
+      errno = ENOSYS;                       \
+      return -1;                            \
+    }                                       \
+    return real_fn(__VA_ARGS__);            \
   } while (0)
 
 // A parenthesized list of a table row, spliced into a parameter or argument list.

@@ -52,16 +52,15 @@ WALFS_EXPORT void closefrom(int lowfd) noexcept {
 // X(name, shape, parameters, their arguments). Shapes:
 //  New   int name(int oldfd): a copy at the lowest free number;
 //  Onto  int name(int oldfd, int newfd, ...): a copy onto newfd (FdEvents::Dup2).
-#define WALFS_DUP_FAMILY(X)                                               \
-  X(dup, New, (int oldfd), (oldfd))                                       \
-  X(dup2, Onto, (int oldfd, int newfd), (oldfd, newfd))                   \
+#define WALFS_DUP_FAMILY(X)                             \
+  X(dup, New, (int oldfd), (oldfd))                     \
+  X(dup2, Onto, (int oldfd, int newfd), (oldfd, newfd)) \
   X(dup3, Onto, (int oldfd, int newfd, int flags), (oldfd, newfd, flags))
 
-#define WALFS_DUP_New(name, params, args)                                              \
-  WALFS_EXPORT int name(WALFS_UNPAREN params) noexcept {                               \
-    return g_events.Duplicated(oldfd, [&]() -> int {                                   \
-      WALFS_CALL_REAL(name, WALFS_UNPAREN args);                                       \
-    }());                                                                              \
+#define WALFS_DUP_New(name, params, args)                                                      \
+  WALFS_EXPORT int name(WALFS_UNPAREN params) noexcept {                                       \
+    return g_events.Duplicated(oldfd,                                                          \
+                               [&]() -> int { WALFS_CALL_REAL(name, WALFS_UNPAREN args); }()); \
   }
 
 #define WALFS_DUP_Onto(name, params, args)                                             \
@@ -81,15 +80,14 @@ WALFS_DUP_FAMILY(WALFS_DEFINE_DUP)
   X(fcntl64)
 
 // Declared first: libc's headers declare fcntl64 only for some feature macros.
-#define WALFS_DEFINE_FCNTL(name)                                                    \
-  extern "C" int name(int fd, int cmd, ...);                                        \
-  WALFS_EXPORT int name(int fd, int cmd, ...) {                                     \
-    va_list ap;                                                                     \
-    va_start(ap, cmd);                                                              \
-    const long arg = va_arg(ap, long);                                              \
-    va_end(ap);                                                                     \
-    return g_events.Fcntl(fd, cmd, arg,                                             \
-                          [&]() -> int { WALFS_CALL_REAL(name, fd, cmd, arg); });   \
+#define WALFS_DEFINE_FCNTL(name)                                                                \
+  extern "C" int name(int fd, int cmd, ...);                                                    \
+  WALFS_EXPORT int name(int fd, int cmd, ...) {                                                 \
+    va_list ap;                                                                                 \
+    va_start(ap, cmd);                                                                          \
+    const long arg = va_arg(ap, long);                                                          \
+    va_end(ap);                                                                                 \
+    return g_events.Fcntl(fd, cmd, arg, [&]() -> int { WALFS_CALL_REAL(name, fd, cmd, arg); }); \
   }
 WALFS_FCNTL_FAMILY(WALFS_DEFINE_FCNTL)
 
@@ -122,33 +120,33 @@ WALFS_EXPORT long syscall(long number, ...) noexcept {
 // arguments). Shapes:
 //  One   int name(...) returns the descriptor it created;
 //  Pair  int name(..., int fds[2]) returns 0 and created fds[0] and fds[1].
-#define WALFS_CREATE_FAMILY(X)                                                            \
-  X(pipe, Pair, noexcept, (int fds[2]), (fds))                                            \
-  X(pipe2, Pair, noexcept, (int fds[2], int flags), (fds, flags))                         \
-  X(socketpair, Pair, noexcept, (int domain, int type, int protocol, int fds[2]),         \
-    (domain, type, protocol, fds))                                                        \
+#define WALFS_CREATE_FAMILY(X)                                                             \
+  X(pipe, Pair, noexcept, (int fds[2]), (fds))                                             \
+  X(pipe2, Pair, noexcept, (int fds[2], int flags), (fds, flags))                          \
+  X(socketpair, Pair, noexcept, (int domain, int type, int protocol, int fds[2]),          \
+    (domain, type, protocol, fds))                                                         \
   X(socket, One, noexcept, (int domain, int type, int protocol), (domain, type, protocol)) \
-  X(accept, One, , (int fd, struct sockaddr* addr, socklen_t* len), (fd, addr, len))      \
-  X(accept4, One, , (int fd, struct sockaddr* addr, socklen_t* len, int flags),           \
-    (fd, addr, len, flags))                                                               \
-  X(memfd_create, One, noexcept, (const char* label, unsigned int flags), (label, flags)) \
+  X(accept, One, , (int fd, struct sockaddr* addr, socklen_t* len), (fd, addr, len))       \
+  X(accept4, One, , (int fd, struct sockaddr* addr, socklen_t* len, int flags),            \
+    (fd, addr, len, flags))                                                                \
+  X(memfd_create, One, noexcept, (const char* label, unsigned int flags), (label, flags))  \
   X(eventfd, One, noexcept, (unsigned int count, int flags), (count, flags))
 
-#define WALFS_CREATE_One(name, except, params, args)                                   \
-  WALFS_EXPORT int name(WALFS_UNPAREN params) except {                                 \
+#define WALFS_CREATE_One(name, except, params, args)                                        \
+  WALFS_EXPORT int name(WALFS_UNPAREN params) except {                                      \
     return g_events.Created([&]() -> int { WALFS_CALL_REAL(name, WALFS_UNPAREN args); }()); \
   }
 
-#define WALFS_CREATE_Pair(name, except, params, args)                                  \
-  WALFS_EXPORT int name(WALFS_UNPAREN params) except {                                 \
-    auto* real_fn = WALFS_REAL(name);                                                  \
-    if (real_fn == nullptr) return errno = ENOSYS, -1;                                 \
-    const int r = real_fn(WALFS_UNPAREN args);                                         \
-    if (r == 0) {                                                                      \
-      g_events.Created(fds[0]);                                                        \
-      g_events.Created(fds[1]);                                                        \
-    }                                                                                  \
-    return r;                                                                          \
+#define WALFS_CREATE_Pair(name, except, params, args)  \
+  WALFS_EXPORT int name(WALFS_UNPAREN params) except { \
+    auto* real_fn = WALFS_REAL(name);                  \
+    if (real_fn == nullptr) return errno = ENOSYS, -1; \
+    const int r = real_fn(WALFS_UNPAREN args);         \
+    if (r == 0) {                                      \
+      g_events.Created(fds[0]);                        \
+      g_events.Created(fds[1]);                        \
+    }                                                  \
+    return r;                                          \
   }
 
 #define WALFS_DEFINE_CREATE(name, shape, except, params, args) \

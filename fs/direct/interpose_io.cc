@@ -19,46 +19,43 @@ namespace walfs::direct {
 namespace {
 
 // The two directions of the data family: the buffer type of their single-buffer calls,
-// whether read(2)/write(2) on fd should become positioned (AtFileOffset), and the
-// positioned core: direct when leased and inside the lease, else real(). The untracked
-// case of At is the inline load and nothing else.
+// whether read(2)/write(2) on fd should become positioned (AtFileOffset), and the direct
+// attempt at a positioned call (kStored with *done the byte count, kPending when fd's
+// lease is still to be taken, else the caller makes the real call).
 struct Writes {
   using Buf = const void*;
   static bool Positioned(int fd) { return WantsPositionedWrite(g_table, fd); }
-  template <typename Real>
-  static ssize_t At(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags,
-                    Real real) {
-    if (!g_table.IsTracked(fd)) return real();
-    size_t written = 0;
-    DirectResult result = TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written);
-    if (result == DirectResult::kPending) {
-      // The descriptor's first write: take its lease now. Afterwards fd holds the lease
-      // or nothing (or a newer pending entry, whose own first write will ask).
-      LeasePending(fd, ProductionLeaseSources(), g_table, g_sessions);
-      result = TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, &written);
-    }
-    if (result == DirectResult::kStored) return static_cast<ssize_t>(written);
-    return real();
+  static DirectResult Try(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags,
+                          size_t* done) {
+    return TryDirectWritePmem(g_table, fd, iov, iovcnt, offset, flags, done);
   }
 };
 
 struct Reads {
   using Buf = void*;
   static bool Positioned(int fd) { return WantsPositionedRead(g_table, fd); }
-  template <typename Real>
-  static ssize_t At(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags,
-                    Real real) {
-    if (!g_table.IsTracked(fd)) return real();
-    size_t copied = 0;
-    DirectResult result = TryDirectReadMemcpy(g_table, fd, iov, iovcnt, offset, flags, &copied);
-    if (result == DirectResult::kPending) {
-      LeasePending(fd, ProductionLeaseSources(), g_table, g_sessions);
-      result = TryDirectReadMemcpy(g_table, fd, iov, iovcnt, offset, flags, &copied);
-    }
-    if (result == DirectResult::kStored) return static_cast<ssize_t>(copied);
-    return real();
+  static DirectResult Try(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags,
+                          size_t* done) {
+    return TryDirectReadMemcpy(g_table, fd, iov, iovcnt, offset, flags, done);
   }
 };
+
+// The positioned core of both directions: direct when leased and inside the lease, else
+// real(). The untracked case is the inline load and nothing else.
+template <typename Dir, typename Real>
+ssize_t DirectAt(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags, Real real) {
+  if (!g_table.IsTracked(fd)) return real();
+  size_t done = 0;
+  DirectResult result = Dir::Try(fd, iov, iovcnt, offset, flags, &done);
+  if (result == DirectResult::kPending) {
+    // The descriptor's first write or read: take its lease now. Afterwards fd holds the
+    // lease or nothing (or a newer pending entry, whose own first call will ask).
+    LeasePending(fd, ProductionLeaseSources(), g_table, g_sessions);
+    result = Dir::Try(fd, iov, iovcnt, offset, flags, &done);
+  }
+  if (result == DirectResult::kStored) return static_cast<ssize_t>(done);
+  return real();
+}
 
 // read(2)/readv(2)/write(2)/writev(2) on fd: on a descriptor that holds or may take a
 // lease (Dir::Positioned), the range at the file offset is reserved atomically and done
@@ -95,52 +92,53 @@ using walfs::direct::Writes;
 //        _FORTIFY_SOURCE's checked variant; a count larger than the buffer goes to libc,
 //        which aborts as it would have without us.
 // A new entry point of one of these shapes is one line here.
-#define WALFS_POSITIONED_FAMILY(X)       \
-  X(pwrite, Writes, Buf, off_t)          \
-  X(pwrite64, Writes, Buf, off64_t)      \
-  X(pwritev, Writes, Vec, off_t)         \
-  X(pwritev64, Writes, Vec, off64_t)     \
-  X(pwritev2, Writes, Vec2, off_t)       \
-  X(pwritev64v2, Writes, Vec2, off64_t)  \
-  X(pread, Reads, Buf, off_t)            \
-  X(pread64, Reads, Buf, off64_t)        \
-  X(preadv, Reads, Vec, off_t)           \
-  X(preadv64, Reads, Vec, off64_t)       \
-  X(preadv2, Reads, Vec2, off_t)         \
-  X(preadv64v2, Reads, Vec2, off64_t)    \
-  X(__pread_chk, Reads, Chk, off_t)      \
+#define WALFS_POSITIONED_FAMILY(X)      \
+  X(pwrite, Writes, Buf, off_t)         \
+  X(pwrite64, Writes, Buf, off64_t)     \
+  X(pwritev, Writes, Vec, off_t)        \
+  X(pwritev64, Writes, Vec, off64_t)    \
+  X(pwritev2, Writes, Vec2, off_t)      \
+  X(pwritev64v2, Writes, Vec2, off64_t) \
+  X(pread, Reads, Buf, off_t)           \
+  X(pread64, Reads, Buf, off64_t)       \
+  X(preadv, Reads, Vec, off_t)          \
+  X(preadv64, Reads, Vec, off64_t)      \
+  X(preadv2, Reads, Vec2, off_t)        \
+  X(preadv64v2, Reads, Vec2, off64_t)   \
+  X(__pread_chk, Reads, Chk, off_t)     \
   X(__pread64_chk, Reads, Chk, off64_t)
 
-#define WALFS_POSITIONED_Buf(name, Dir, Off)                                      \
+#define WALFS_POSITIONED_Buf(name, Dir, Off)                                       \
   WALFS_EXPORT ssize_t name(int fd, Dir::Buf buf, size_t count, Off offset) {      \
-    const struct iovec iov = {const_cast<void*>(buf), count};                     \
-    return Dir::At(fd, &iov, 1, offset, 0,                                         \
-                   [&]() -> ssize_t { WALFS_CALL_REAL(name, fd, buf, count, offset); }); \
+    const struct iovec iov = {const_cast<void*>(buf), count};                      \
+    return walfs::direct::DirectAt<Dir>(fd, &iov, 1, offset, 0, [&]() -> ssize_t { \
+      WALFS_CALL_REAL(name, fd, buf, count, offset);                               \
+    });                                                                            \
   }
 
-#define WALFS_POSITIONED_Vec(name, Dir, Off)                                              \
-  WALFS_EXPORT ssize_t name(int fd, const struct iovec* iov, int iovcnt, Off offset) {    \
-    return Dir::At(fd, iov, iovcnt, offset, 0,                                             \
-                   [&]() -> ssize_t { WALFS_CALL_REAL(name, fd, iov, iovcnt, offset); }); \
+#define WALFS_POSITIONED_Vec(name, Dir, Off)                                           \
+  WALFS_EXPORT ssize_t name(int fd, const struct iovec* iov, int iovcnt, Off offset) { \
+    return walfs::direct::DirectAt<Dir>(fd, iov, iovcnt, offset, 0, [&]() -> ssize_t { \
+      WALFS_CALL_REAL(name, fd, iov, iovcnt, offset);                                  \
+    });                                                                                \
   }
 
-#define WALFS_POSITIONED_Vec2(name, Dir, Off)                                             \
-  WALFS_EXPORT ssize_t name(int fd, const struct iovec* iov, int iovcnt, Off offset,      \
-                            int flags) {                                                  \
-    return Dir::At(fd, iov, iovcnt, offset, flags, [&]() -> ssize_t {                     \
-      WALFS_CALL_REAL(name, fd, iov, iovcnt, offset, flags);                              \
-    });                                                                                   \
+#define WALFS_POSITIONED_Vec2(name, Dir, Off)                                                     \
+  WALFS_EXPORT ssize_t name(int fd, const struct iovec* iov, int iovcnt, Off offset, int flags) { \
+    return walfs::direct::DirectAt<Dir>(fd, iov, iovcnt, offset, flags, [&]() -> ssize_t {        \
+      WALFS_CALL_REAL(name, fd, iov, iovcnt, offset, flags);                                      \
+    });                                                                                           \
   }
 
 // Declared first: libc's headers declare the checked variants only under
 // _FORTIFY_SOURCE, which this library is built without.
-#define WALFS_POSITIONED_Chk(name, Dir, Off)                                                \
-  extern "C" ssize_t name(int fd, void* buf, size_t count, Off offset, size_t buflen);     \
-  WALFS_EXPORT ssize_t name(int fd, void* buf, size_t count, Off offset, size_t buflen) { \
+#define WALFS_POSITIONED_Chk(name, Dir, Off)                                                 \
+  extern "C" ssize_t name(int fd, void* buf, size_t count, Off offset, size_t buflen);       \
+  WALFS_EXPORT ssize_t name(int fd, void* buf, size_t count, Off offset, size_t buflen) {    \
     auto real = [&]() -> ssize_t { WALFS_CALL_REAL(name, fd, buf, count, offset, buflen); }; \
-    if (count > buflen) return real();                                                     \
-    const struct iovec iov = {buf, count};                                                 \
-    return Dir::At(fd, &iov, 1, offset, 0, real);                                          \
+    if (count > buflen) return real();                                                       \
+    const struct iovec iov = {buf, count};                                                   \
+    return walfs::direct::DirectAt<Dir>(fd, &iov, 1, offset, 0, real);                       \
   }
 
 #define WALFS_DEFINE_POSITIONED(name, Dir, shape, Off) WALFS_POSITIONED_##shape(name, Dir, Off)
@@ -153,23 +151,23 @@ WALFS_POSITIONED_FAMILY(WALFS_DEFINE_POSITIONED)
 //  Vec  ssize_t name(int fd, const struct iovec* iov, int iovcnt).
 // So `cat` and `cp` of a segment copy out of the pool, and pg_receivewal's streaming
 // writes take the direct path (AtFileOffsetIfLeased).
-#define WALFS_STREAM_FAMILY(X)      \
-  X(read, Reads, Buf, pread)        \
-  X(readv, Reads, Vec, preadv)      \
-  X(write, Writes, Buf, pwrite)     \
+#define WALFS_STREAM_FAMILY(X)  \
+  X(read, Reads, Buf, pread)    \
+  X(readv, Reads, Vec, preadv)  \
+  X(write, Writes, Buf, pwrite) \
   X(writev, Writes, Vec, pwritev)
 
-#define WALFS_STREAM_Buf(name, Dir, positioned)                                              \
-  WALFS_EXPORT ssize_t name(int fd, Dir::Buf buf, size_t count) {                            \
-    const struct iovec iov = {const_cast<void*>(buf), count};                                \
-    return walfs::direct::AtFileOffsetIfLeased<Dir>(                                         \
-        fd, &iov, 1,                                                                         \
-        [&](off_t offset) -> ssize_t {                                                       \
-          return Dir::At(fd, &iov, 1, offset, 0, [&]() -> ssize_t {                          \
-            WALFS_CALL_REAL(positioned, fd, buf, count, offset);                             \
-          });                                                                                \
-        },                                                                                   \
-        [&]() -> ssize_t { WALFS_CALL_REAL(name, fd, buf, count); });                        \
+#define WALFS_STREAM_Buf(name, Dir, positioned)                                          \
+  WALFS_EXPORT ssize_t name(int fd, Dir::Buf buf, size_t count) {                        \
+    const struct iovec iov = {const_cast<void*>(buf), count};                            \
+    return walfs::direct::AtFileOffsetIfLeased<Dir>(                                     \
+        fd, &iov, 1,                                                                     \
+        [&](off_t offset) -> ssize_t {                                                   \
+          return walfs::direct::DirectAt<Dir>(fd, &iov, 1, offset, 0, [&]() -> ssize_t { \
+            WALFS_CALL_REAL(positioned, fd, buf, count, offset);                         \
+          });                                                                            \
+        },                                                                               \
+        [&]() -> ssize_t { WALFS_CALL_REAL(name, fd, buf, count); });                    \
   }
 
 #define WALFS_STREAM_Vec(name, Dir, positioned)                                              \
@@ -177,7 +175,7 @@ WALFS_POSITIONED_FAMILY(WALFS_DEFINE_POSITIONED)
     return walfs::direct::AtFileOffsetIfLeased<Dir>(                                         \
         fd, iov, iovcnt,                                                                     \
         [&](off_t offset) -> ssize_t {                                                       \
-          return Dir::At(fd, iov, iovcnt, offset, 0, [&]() -> ssize_t {                      \
+          return walfs::direct::DirectAt<Dir>(fd, iov, iovcnt, offset, 0, [&]() -> ssize_t { \
             WALFS_CALL_REAL(positioned, fd, iov, iovcnt, offset);                            \
           });                                                                                \
         },                                                                                   \
@@ -204,16 +202,16 @@ WALFS_EXPORT ssize_t __read_chk(int fd, void* buf, size_t count, size_t buflen) 
   X(lseek, off_t)            \
   X(lseek64, off64_t)
 
-#define WALFS_DEFINE_SEEK(name, Off)                                                    \
-  WALFS_EXPORT Off name(int fd, Off offset, int whence) {                               \
-    auto* real_fn = WALFS_REAL(name);                                                   \
-    if (real_fn == nullptr) return errno = ENOSYS, -1;                                  \
-    const Off r = real_fn(fd, offset, whence);                                          \
-    if (r >= 0 && walfs::direct::g_table.IsTracked(fd)) {                               \
-      walfs::direct::NoteSeek(fd, walfs::direct::ProductionLeaseSources(),              \
-                              walfs::direct::g_table);                                  \
-    }                                                                                   \
-    return r;                                                                           \
+#define WALFS_DEFINE_SEEK(name, Off)                                       \
+  WALFS_EXPORT Off name(int fd, Off offset, int whence) {                  \
+    auto* real_fn = WALFS_REAL(name);                                      \
+    if (real_fn == nullptr) return errno = ENOSYS, -1;                     \
+    const Off r = real_fn(fd, offset, whence);                             \
+    if (r >= 0 && walfs::direct::g_table.IsTracked(fd)) {                  \
+      walfs::direct::NoteSeek(fd, walfs::direct::ProductionLeaseSources(), \
+                              walfs::direct::g_table);                     \
+    }                                                                      \
+    return r;                                                              \
   }
 WALFS_SEEK_FAMILY(WALFS_DEFINE_SEEK)
 
@@ -223,9 +221,9 @@ WALFS_SEEK_FAMILY(WALFS_DEFINE_SEEK)
   X(fsync)                   \
   X(fdatasync)
 
-#define WALFS_DEFINE_SYNC(name)                                                     \
-  WALFS_EXPORT int name(int fd) {                                                   \
-    if (walfs::direct::SyncIsDone(walfs::direct::g_table, fd)) return 0;            \
-    WALFS_CALL_REAL(name, fd);                                                      \
+#define WALFS_DEFINE_SYNC(name)                                          \
+  WALFS_EXPORT int name(int fd) {                                        \
+    if (walfs::direct::SyncIsDone(walfs::direct::g_table, fd)) return 0; \
+    WALFS_CALL_REAL(name, fd);                                           \
   }
 WALFS_SYNC_FAMILY(WALFS_DEFINE_SYNC)

@@ -33,40 +33,39 @@ inline int OpenWith(Fn* real_fn, int flags, Args... args) {
 //            where O_CREAT is absent (no mode);
 //  Creat     int name(leading..., mode_t mode): flags O_CREAT | O_WRONLY | O_TRUNC.
 // A new entry point of one of these shapes is one line here.
-#define WALFS_OPEN_FAMILY(X)                                            \
-  X(open, Variadic, (const char* path), (path))                         \
-  X(open64, Variadic, (const char* path), (path))                       \
-  X(openat, Variadic, (int dirfd, const char* path), (dirfd, path))     \
-  X(openat64, Variadic, (int dirfd, const char* path), (dirfd, path))   \
-  X(__open_2, Checked, (const char* path), (path))                      \
-  X(__open64_2, Checked, (const char* path), (path))                    \
-  X(__openat_2, Checked, (int dirfd, const char* path), (dirfd, path))  \
+#define WALFS_OPEN_FAMILY(X)                                             \
+  X(open, Variadic, (const char* path), (path))                          \
+  X(open64, Variadic, (const char* path), (path))                        \
+  X(openat, Variadic, (int dirfd, const char* path), (dirfd, path))      \
+  X(openat64, Variadic, (int dirfd, const char* path), (dirfd, path))    \
+  X(__open_2, Checked, (const char* path), (path))                       \
+  X(__open64_2, Checked, (const char* path), (path))                     \
+  X(__openat_2, Checked, (int dirfd, const char* path), (dirfd, path))   \
   X(__openat64_2, Checked, (int dirfd, const char* path), (dirfd, path)) \
-  X(creat, Creat, (const char* path), (path))                           \
+  X(creat, Creat, (const char* path), (path))                            \
   X(creat64, Creat, (const char* path), (path))
 
-#define WALFS_OPEN_Variadic(name, params, args)                                   \
-  WALFS_EXPORT int name(WALFS_UNPAREN params, int flags, ...) {                   \
-    va_list ap;                                                                   \
-    va_start(ap, flags);                                                          \
-    const mode_t mode = walfs::direct::ModeArg(flags, ap);                        \
-    va_end(ap);                                                                   \
-    return walfs::direct::OpenWith(WALFS_REAL(name), flags, WALFS_UNPAREN args, flags, \
-                                   mode);                                         \
+#define WALFS_OPEN_Variadic(name, params, args)                                               \
+  WALFS_EXPORT int name(WALFS_UNPAREN params, int flags, ...) {                               \
+    va_list ap;                                                                               \
+    va_start(ap, flags);                                                                      \
+    const mode_t mode = walfs::direct::ModeArg(flags, ap);                                    \
+    va_end(ap);                                                                               \
+    return walfs::direct::OpenWith(WALFS_REAL(name), flags, WALFS_UNPAREN args, flags, mode); \
   }
 
 // Declared first: libc's headers declare the checked opens only under _FORTIFY_SOURCE,
 // which this library is built without (its definitions must not be fortified inlines).
-#define WALFS_OPEN_Checked(name, params, args)                                           \
-  extern "C" int name(WALFS_UNPAREN params, int flags);                                  \
-  WALFS_EXPORT int name(WALFS_UNPAREN params, int flags) {                               \
+#define WALFS_OPEN_Checked(name, params, args)                                          \
+  extern "C" int name(WALFS_UNPAREN params, int flags);                                 \
+  WALFS_EXPORT int name(WALFS_UNPAREN params, int flags) {                              \
     return walfs::direct::OpenWith(WALFS_REAL(name), flags, WALFS_UNPAREN args, flags); \
   }
 
-#define WALFS_OPEN_Creat(name, params, args)                                           \
-  WALFS_EXPORT int name(WALFS_UNPAREN params, mode_t mode) {                           \
-    return walfs::direct::OpenWith(WALFS_REAL(name), O_CREAT | O_WRONLY | O_TRUNC,     \
-                                   WALFS_UNPAREN args, mode);                          \
+#define WALFS_OPEN_Creat(name, params, args)                                       \
+  WALFS_EXPORT int name(WALFS_UNPAREN params, mode_t mode) {                       \
+    return walfs::direct::OpenWith(WALFS_REAL(name), O_CREAT | O_WRONLY | O_TRUNC, \
+                                   WALFS_UNPAREN args, mode);                      \
   }
 
 #define WALFS_DEFINE_OPEN(name, shape, params, args) WALFS_OPEN_##shape(name, params, args)

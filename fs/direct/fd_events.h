@@ -15,14 +15,16 @@
 //    renumber it first;
 //  - Created, Opened, Duplicated: every call that creates a descriptor drops a stale
 //    entry its number still had (the number was closed where the library could not see
-//    it), and the opens track a walfs file opened for writing, or read-only, as pending
-//    (NoteOpen);
+//    it); the opens track a walfs file opened for writing, or read-only, as pending
+//    (NoteOpen), and a copy of a tracked descriptor is tracked as pending too
+//    (NoteDuplicate: why two copies may each take a lease is there);
 //  - FlagsChanging: F_SETFL with O_APPEND drops the entry before it takes effect (the
 //    kernel would then ignore pwrite's offset).
 // syscall(2) gets the same for SYS_close, SYS_close_range, SYS_dup, SYS_dup2, SYS_dup3,
 // SYS_fcntl, SYS_open, SYS_creat, SYS_openat and SYS_openat2. Every entry point keeps the
 // real call's result and errno. Thread-safe and async-signal-safe as the table is, apart
-// from the opens (NoteOpen reads mountinfo once per device).
+// from the opens (NoteOpen reads mountinfo once per device); a copy of a tracked
+// descriptor looks up no mount.
 #ifndef WALFS_FS_DIRECT_FD_EVENTS_H_
 #define WALFS_FS_DIRECT_FD_EVENTS_H_
 
@@ -67,7 +69,9 @@ class FdEvents {
   // A dup of `source` (dup, dup2, dup3, F_DUPFD, F_DUPFD_CLOEXEC) returned fd. Returns fd.
   int Duplicated(int source, int fd) const {
     if (fd < 0 || fd == source) return fd;
-    return Created(fd);
+    table_->DropIfTracked(fd);
+    if (table_->IsTracked(source)) NoteDuplicate(source, fd, sources_(), *table_);
+    return fd;
   }
 
   // fd is about to be closed. False when it is library-owned: the caller fails with

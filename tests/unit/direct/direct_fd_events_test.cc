@@ -53,6 +53,7 @@ class DirectFdEventsTest : public ::testing::Test {
   }
   void TearDown() override {
     table_->UntrackRange(0, ~0u);
+    EXPECT_EQ(table_->live_entries(), 0);  // no reference was left behind
     owned_->Close(&cell_);
     unlink(path_.c_str());
     rmdir(dir_.c_str());
@@ -237,6 +238,159 @@ TEST_F(DirectFdEventsTest, SyscallOpensNoteWalfsFilesWithTheirFlags) {
   EXPECT_FALSE(table_->IsTracked(static_cast<int>(rw)));
   close(static_cast<int>(ro));
   close(static_cast<int>(rw));
+}
+
+// A copy of a tracked descriptor (pending or leased) is pending itself, with the access
+// its own flags ask for and the file the source's entry noted: it takes its own lease at
+// its first read or write (`dd` reads the copy dup2 made at 0 after closing what it
+// opened). Every copying path does it: dup, dup2, dup3, F_DUPFD, F_DUPFD_CLOEXEC, through
+// the wrappers' events and through syscall().
+TEST_F(DirectFdEventsTest, CopiesOfATrackedDescriptorArePendingWithTheirOwnAccess) {
+  g_walfs = true;
+  // A free number for dup2 and dup3 to copy onto.
+  const int probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int target = fcntl(probe, F_DUPFD_CLOEXEC, 200);
+  ASSERT_GE(target, 0);
+  ASSERT_EQ(close(target), 0);
+  ASSERT_EQ(close(probe), 0);
+  const struct {
+    const char* name;
+    int (*copy)(DirectFdEventsTest&, int src, int target);
+  } copiers[] = {
+      {"dup", [](DirectFdEventsTest& t, int s, int) { return int(t.Sys(SYS_dup, s)); }},
+      {"F_DUPFD", [](DirectFdEventsTest& t, int s, int) {
+         return int(t.Sys(SYS_fcntl, s, F_DUPFD, 0));
+       }},
+      {"F_DUPFD_CLOEXEC", [](DirectFdEventsTest& t, int s, int) {
+         return int(t.Sys(SYS_fcntl, s, F_DUPFD_CLOEXEC, 0));
+       }},
+      {"SYS_dup3", [](DirectFdEventsTest& t, int s, int to) {
+         return int(t.Sys(SYS_dup3, s, to, O_CLOEXEC));
+       }},
+      {"dup2 (wrapper)", [](DirectFdEventsTest& t, int s, int to) {
+         return t.events_.Dup2(s, to, [&] { return dup2(s, to); });
+       }},
+      {"fcntl (wrapper)", [](DirectFdEventsTest& t, int s, int) {
+         return t.events_.Fcntl(s, F_DUPFD_CLOEXEC, 0,
+                                [&] { return fcntl(s, F_DUPFD_CLOEXEC, 0); });
+       }},
+      {"dup (wrapper)",
+       [](DirectFdEventsTest& t, int s, int) { return t.events_.Duplicated(s, dup(s)); }},
+  };
+  for (const int flags : {O_RDWR, O_WRONLY, O_RDONLY}) {
+    const int src = events_.Opened(open(path_.c_str(), flags | O_CLOEXEC), flags);
+    ASSERT_GE(src, 0);
+    const uint32_t access = flags == O_RDONLY ? lease::kAccessRead : lease::kAccessWrite;
+    dev_t dev;
+    ino_t ino;
+    {
+      FdTable::Ref ref = table_->Acquire(src);
+      ASSERT_TRUE(ref);
+      dev = ref.entry()->dev;
+      ino = ref.entry()->ino;
+    }
+    for (const bool leased : {false, true}) {
+      if (leased) {
+        // The source holds its lease: the copy still asks for its own.
+        const FdTable::Entry* pending = table_->Acquire(src).entry();
+        LeaseMapping mapping;
+        mapping.access = access;
+        ASSERT_TRUE(table_->ReplaceIf(src, pending, mapping));
+      }
+      for (const auto& c : copiers) {
+        errno = 1234;
+        const int fd = c.copy(*this, src, target);
+        EXPECT_EQ(errno, 1234) << c.name;
+        ASSERT_GE(fd, 0) << c.name;
+        ASSERT_NE(fd, src) << c.name;
+        {
+          FdTable::Ref ref = table_->Acquire(fd);
+          ASSERT_TRUE(ref) << c.name << " of flags " << flags << (leased ? ", leased" : "");
+          EXPECT_TRUE(ref.pending()) << c.name;
+          EXPECT_FALSE(ref.pending_empty()) << c.name;
+          EXPECT_EQ(ref.pending_access(), access) << c.name;
+          EXPECT_EQ(ref.entry()->dev, dev) << c.name;
+          EXPECT_EQ(ref.entry()->ino, ino) << c.name;
+        }
+        EXPECT_EQ(table_->Acquire(src).pending(), !leased) << c.name;  // the source's is kept
+        EXPECT_EQ(events_.Close(fd, [&] { return close(fd); }), 0);
+        EXPECT_FALSE(table_->IsTracked(fd));
+      }
+    }
+    EXPECT_EQ(events_.Close(src, [&] { return close(src); }), 0);
+  }
+  EXPECT_EQ(table_->live_entries(), 0);
+}
+
+TEST_F(DirectFdEventsTest, CopiesOfAnUntrackedDescriptorOrOntoItselfChangeNothing) {
+  // Not a walfs file: neither it nor its copies are tracked.
+  const int plain = events_.Opened(open(path_.c_str(), O_RDWR | O_CLOEXEC), O_RDWR);
+  ASSERT_GE(plain, 0);
+  ASSERT_FALSE(table_->IsTracked(plain));
+  const int copy = static_cast<int>(Sys(SYS_dup, plain));
+  ASSERT_GE(copy, 0);
+  EXPECT_FALSE(table_->IsTracked(copy));
+  // dup2 onto itself: the entry stays the same entry.
+  g_walfs = true;
+  const int src = events_.Opened(open(path_.c_str(), O_RDWR | O_CLOEXEC), O_RDWR);
+  const FdTable::Entry* entry = table_->Acquire(src).entry();
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(events_.Dup2(src, src, [&] { return dup2(src, src); }), src);
+  EXPECT_EQ(table_->Acquire(src).entry(), entry);
+  // A failed copy changes nothing and keeps the kernel's errno.
+  errno = 0;
+  EXPECT_EQ(Sys(SYS_dup3, src, -1, 0), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(table_->Acquire(src).entry(), entry);
+  close(src);
+  close(copy);
+  close(plain);
+}
+
+// What the copy is decides, not what the source's entry says: a description whose flags
+// changed unseen (a raw F_SETFL O_APPEND) gives copies no entry, and a copy of a number
+// that was closed and reused unseen (the entry names another file) is not tracked.
+TEST_F(DirectFdEventsTest, ACopyIsTrackedOnlyAsWhatItIs) {
+  g_walfs = true;
+  const int appending = events_.Opened(open(path_.c_str(), O_RDWR | O_CLOEXEC), O_RDWR);
+  ASSERT_TRUE(table_->IsTracked(appending));
+  ASSERT_EQ(::syscall(SYS_fcntl, appending, F_SETFL, O_APPEND), 0);  // not seen
+  const int copy = static_cast<int>(Sys(SYS_dup, appending));
+  ASSERT_GE(copy, 0);
+  EXPECT_FALSE(table_->IsTracked(copy));
+  close(copy);
+  close(appending);
+  const int reused = open(path_.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_TRUE(table_->TrackPending(reused, /*dev=*/1, /*ino=*/2));  // another file's entry
+  const int copy2 = static_cast<int>(Sys(SYS_dup, reused));
+  ASSERT_GE(copy2, 0);
+  EXPECT_FALSE(table_->IsTracked(copy2));
+  EXPECT_EQ(NoteDuplicate(reused, copy2, TestSources(), *table_), LeaseOutcome::kReused);
+  EXPECT_FALSE(table_->IsTracked(copy2));
+  close(copy2);
+  close(reused);
+}
+
+// An empty file: a copy of a writer is pending and empty as the writer is (its writes go
+// to the kernel until a seek finds data); a reader of an empty file is not tracked, so
+// neither is its copy.
+TEST_F(DirectFdEventsTest, CopiesOfAnEmptyFileFollowTheOpenRules) {
+  g_walfs = true;
+  ASSERT_EQ(truncate(path_.c_str(), 0), 0);
+  const int writer = events_.Opened(open(path_.c_str(), O_RDWR | O_CLOEXEC), O_RDWR);
+  ASSERT_TRUE(table_->IsTracked(writer));
+  const int copy = static_cast<int>(Sys(SYS_dup, writer));
+  {
+    FdTable::Ref ref = table_->Acquire(copy);
+    ASSERT_TRUE(ref);
+    EXPECT_TRUE(ref.pending_empty());
+    EXPECT_EQ(ref.pending_access(), lease::kAccessWrite);
+  }
+  const int reader = events_.Opened(open(path_.c_str(), O_RDONLY | O_CLOEXEC), O_RDONLY);
+  EXPECT_FALSE(table_->IsTracked(reader));
+  close(reader);
+  close(copy);
+  close(writer);
 }
 
 }  // namespace

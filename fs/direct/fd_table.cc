@@ -76,6 +76,9 @@ bool FdTable::ReplaceIf(int fd, const Entry* expected, const LeaseMapping& mappi
                         std::atomic<int>* private_cell) {
   return Install(fd, expected, [&](Entry& e) {
     e.pending = false;
+    // Under lock_, with the slot still holding expected (and its reference).
+    e.dev = expected != kAny ? expected->dev : 0;
+    e.ino = expected != kAny ? expected->ino : 0;
     e.empty.store(false, std::memory_order_relaxed);
     e.mapping = mapping;
     if (private_cell != nullptr && owned_ != nullptr) owned_->Rebind(private_cell, &e.private_fd);

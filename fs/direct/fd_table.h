@@ -35,7 +35,8 @@
 // every descriptor-creating call made through libc, openat2 and syscall(SYS_open,
 // SYS_openat, SYS_openat2, SYS_close, SYS_close_range, SYS_dup, SYS_dup2, SYS_dup3,
 // SYS_fcntl with F_DUPFD/F_DUPFD_CLOEXEC), and drop the number's entry before the number
-// can mean another file. What they cannot see is a close made by an inline system call
+// can mean another file (a copy of a tracked descriptor then gets its own pending entry,
+// NoteDuplicate in lease.h). What they cannot see is a close made by an inline system call
 // (or io_uring) racing, on another thread, an open that reuses the number by a path not
 // interposed (io_uring's IORING_OP_OPENAT, an inline syscall). The kernel removes the
 // number from the table before it sends the FLUSH, and the daemon writes a new stamp
@@ -65,7 +66,9 @@ class FdTable {
 
   struct Entry {
     std::atomic<uint32_t> refs{0};
-    bool pending = false;  // no lease yet: mapping is empty, dev/ino say what was opened
+    bool pending = false;  // no lease yet: mapping is empty
+    // The file noted at open (st_dev/st_ino); a lease keeps its pending entry's, so that
+    // a copy of the descriptor can be checked to be this file (NoteDuplicate, lease.h).
     dev_t dev = 0;
     ino_t ino = 0;
     uint32_t access = 0;  // pending: the lease::kAccess* to ask for
@@ -128,7 +131,7 @@ class FdTable {
                     bool empty = false);
 
   // Publishes `mapping` for fd only if its slot still holds `expected` (the pending
-  // entry the caller leased for). With `private_cell` (an OwnedFds cell holding the
+  // entry the caller leased for), with expected's dev/ino. With `private_cell` (an OwnedFds cell holding the
   // lease's private descriptor) the new entry takes the descriptor over (the cell is
   // left -1). False (the caller still owns the mapping and the descriptor) when the slot
   // changed meanwhile (a close, a newer open) or no entry memory can be had.

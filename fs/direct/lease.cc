@@ -58,6 +58,28 @@ LeaseOutcome RenewSession(int fd, int priv, dev_t dev, Sessions& sessions,
   return LeaseOutcome::kGranted;
 }
 
+// Tracks fd, a walfs file with attributes `st` whose lease would have `access`, as
+// pending: kPending, or why not.
+LeaseOutcome TrackPendingFile(int fd, uint32_t access, const struct stat& st, FdTable& table) {
+  if (st.st_size == 0) {
+    // Nothing is allocated, so the daemon would refuse (ENODATA). PostgreSQL's new
+    // segments (xlogtemp.N) are zero-filled through FUSE, then renamed and reopened, and
+    // the reopened descriptor is leased; an empty file opened for writing is tracked as
+    // pending and empty, so that a writer who fills it and seeks back (NoteSeek) can
+    // lease it. An empty file opened for reading has nothing to read.
+    if (access == lease::kAccessWrite &&
+        !table.TrackPending(fd, st.st_dev, st.st_ino, access, /*empty=*/true)) {
+      return LeaseOutcome::kTableFull;
+    }
+    return LeaseOutcome::kEmpty;
+  }
+  if (!table.TrackPending(fd, st.st_dev, st.st_ino, access)) {
+    DebugLog("fd %d: no lease: fd table entry unavailable", fd);
+    return LeaseOutcome::kTableFull;
+  }
+  return LeaseOutcome::kPending;
+}
+
 }  // namespace
 
 int CachedStat(int fd, struct stat* st) {
@@ -158,22 +180,43 @@ LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& t
   LeaseOutcome outcome;
   if (sources.stat_fd(fd, &st) != 0 || !S_ISREG(st.st_mode) || !sources.is_walfs(st.st_dev)) {
     outcome = LeaseOutcome::kNotWalfs;
-  } else if (st.st_size == 0) {
-    // Nothing is allocated, so the daemon would refuse (ENODATA). PostgreSQL's new
-    // segments (xlogtemp.N) are zero-filled through FUSE, then renamed and reopened, and
-    // the reopened descriptor is leased; an empty file opened for writing is tracked as
-    // pending and empty, so that a writer who fills it and seeks back (NoteSeek) can
-    // lease it. An empty file opened for reading has nothing to read.
-    outcome = LeaseOutcome::kEmpty;
-    if (access == lease::kAccessWrite &&
-        !table.TrackPending(fd, st.st_dev, st.st_ino, access, /*empty=*/true)) {
-      outcome = LeaseOutcome::kTableFull;
-    }
-  } else if (!table.TrackPending(fd, st.st_dev, st.st_ino, access)) {
-    outcome = LeaseOutcome::kTableFull;
-    DebugLog("fd %d: no lease: fd table entry unavailable", fd);
   } else {
-    outcome = LeaseOutcome::kPending;
+    outcome = TrackPendingFile(fd, access, st, table);
+  }
+  errno = saved_errno;
+  return outcome;
+}
+
+LeaseOutcome NoteDuplicate(int source, int fd, const LeaseSources& sources, FdTable& table) {
+  if (fd < 0 || fd >= FdTable::kFdBound) return LeaseOutcome::kNotWanted;
+  dev_t dev;
+  ino_t ino;
+  {
+    FdTable::Ref from = table.Acquire(source);
+    if (!from) return LeaseOutcome::kNotWalfs;
+    dev = from.entry()->dev;
+    ino = from.entry()->ino;
+  }
+  const int saved_errno = errno;
+  // The description's own flags: a copy shares them (and F_SETFL's O_APPEND has already
+  // untracked the source).
+  const int flags = real::Fcntl(fd, F_GETFL, nullptr);
+  const uint32_t access = flags < 0 ? 0 : LeaseAccess(flags, DirectReadsEnabled());
+  struct stat st;
+  LeaseOutcome outcome;
+  if (access == 0) {
+    outcome = LeaseOutcome::kNotWanted;
+  } else if (sources.stat_fd(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != dev ||
+             st.st_ino != ino) {
+    // source was closed and its number reused (on another thread) between the copy and
+    // the look at its entry: fd copies a file the entry does not describe.
+    outcome = LeaseOutcome::kReused;
+  } else {
+    outcome = TrackPendingFile(fd, access, st, table);
+  }
+  if (outcome == LeaseOutcome::kPending) {
+    DebugLog("fd %d: a copy of fd %d: takes its own lease at its first read or write", fd,
+             source);
   }
   errno = saved_errno;
   return outcome;

@@ -2,7 +2,9 @@
 // lease for a descriptor opened for writing, a read lease for one opened read-only.
 //
 // Two steps. At open, NoteOpen decides from CachedStat whether the descriptor is a walfs
-// file a lease could serve and, if so, tracks it as pending (no system call beyond it).
+// file a lease could serve and, if so, tracks it as pending (no system call beyond it);
+// a copy of a tracked descriptor (dup and the like) is tracked as pending by
+// NoteDuplicate.
 // At the descriptor's first pwrite- or pread-family call, LeasePending asks the daemon,
 // maps the reply and replaces the pending entry with the lease. PostgreSQL opens many WAL files
 // only to fsync them (durable_rename, fsync_fname on recycle and at checkpoints): they
@@ -110,6 +112,31 @@ enum class LeaseOutcome {
 // pending with the access to ask for: kPending, or why not. Never changes
 // errno. Not async-signal-safe (the first call reads mountinfo with malloc).
 LeaseOutcome NoteOpen(int fd, int flags, const LeaseSources& sources, FdTable& table);
+
+// After a copy of `source` was made at fd (dup, dup2, dup3, F_DUPFD*; fd != source):
+// if `table` tracks source (pending or leased), tracks fd as pending too, with the
+// access fd's own flags (F_GETFL) ask for, so it takes its own lease at its first read
+// or write like any opened descriptor (`dd` reads the copy dup2 made at 0, having closed
+// the number it opened). fd must be the file source's entry noted (st_dev/st_ino):
+// otherwise source was closed and reused meanwhile, kReused. The mount is not looked up
+// again: source's entry was made for a walfs file. Never changes errno.
+//
+// Why two descriptors of one open file description may each take a lease: the daemon's
+// lease belongs to the handle (the description), not to a number. It has one stamp slot
+// per handle; a lease ioctl on a handle that holds one renews it (the runs are not
+// counted twice, core's AcquireLease with renew) and writes a new stamp; every close of
+// any descriptor of the description (a FLUSH) writes a new stamp; RELEASE, which frees
+// the slot and drops the lease, comes only after the last descriptor of the description
+// is closed, each entry's private duplicate included (L3). So the second lease revokes
+// the first (its entry sees the stamp change at its next store or copy and falls back to
+// the kernel, L4), at most one of them stands at a time, and a write lease's runs stay
+// the file's until both entries are gone (L2; a read lease's copies are checked by the
+// stamp, L9). The cost is the first descriptor's direct path, and a close of either
+// number revokes the other's lease: a program that closes the number it opened before
+// using the copy (dd) loses nothing. Async-signal-safe as the table is (no mountinfo, no
+// allocation beyond the table's entries; libc's fcntl is resolved on the library's first
+// use of it, as each wrapper resolves its own).
+LeaseOutcome NoteDuplicate(int source, int fd, const LeaseSources& sources, FdTable& table);
 
 // After a successful lseek on fd: if fd is pending and was empty at open, and the file
 // now has data (sources.stat_fd, the same file NoteOpen saw), its next write may ask for

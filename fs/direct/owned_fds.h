@@ -9,7 +9,7 @@
 // daemonizing library, a double close, dup2 onto a number it believes free) must not
 // reach them: the interposers ask IsOwned first (one relaxed load of a bitmap word, no
 // lock: the close path of every descriptor of the process pays it) and keep away
-// (interpose.cc).
+// (fd_events.h).
 //
 // An owner keeps its descriptor's number in a std::atomic<int> cell registered here, and
 // reads it from there whenever it uses it: MoveAside renumbers a descriptor (the same

@@ -122,6 +122,27 @@ after=$(fuse_reads)
 cmp "$WORK/seg1.range" "$WORK/seg1.want" || fail "copy_file_range with the library copied other bytes"
 rm -f "$WORK"/seg1.*
 
+log "dd with the library: it reads the copy dup2 made at 0, which takes its own read lease"
+# dd opens the file (fd 3), dup2s it onto 0 and closes 3 before its first read: the
+# copy is the descriptor to lease. 128 blocks of 128 KiB are the whole file.
+cat "$M/seg1" >"$WORK/seg1.fuse"
+before=$(fuse_reads)
+LD_PRELOAD=$LIB WALFS_DIRECT_DEBUG=1 dd if="$M/seg1" of=/dev/null bs=128k count=128 \
+  2>"$WORK/debug-dd" || fail "dd with the library failed: $(cat "$WORK/debug-dd")"
+after=$(fuse_reads)
+grep -q "a copy of fd" "$WORK/debug-dd" || fail "dd's input was not noted: $(cat "$WORK/debug-dd")"
+grep -q "read lease granted" "$WORK/debug-dd" || fail "dd took no read lease: $(cat "$WORK/debug-dd")"
+(((after - before) == 0)) || fail "$((after - before)) FUSE reads for dd of 16 MiB"
+# To the end and into a file: the bytes are the file's; the read at EOF is the kernel's
+# (the lease covers the size at its grant, past which only the daemon knows).
+before=$(fuse_reads)
+LD_PRELOAD=$LIB dd if="$M/seg1" of="$WORK/seg1.dd" bs=128k status=none ||
+  fail "dd with the library failed"
+after=$(fuse_reads)
+cmp "$WORK/seg1.dd" "$WORK/seg1.fuse" || fail "dd with the library read other bytes"
+(((after - before) <= 1)) || fail "$((after - before)) FUSE reads for dd of 16 MiB to its end"
+rm -f "$WORK"/seg1.*
+
 log "WALFS_DIRECT_READS=0: reads through FUSE, no read lease"
 granted=$(walfs_status_field "$M" read_leases_granted)
 before=$(fuse_reads)

@@ -70,6 +70,9 @@ TEST_F(DirectFdTableTest, PendingEntriesAreReplacedOnlyWhileTheSlotStillHoldsThe
     ASSERT_TRUE(ref);
     EXPECT_FALSE(ref.pending());
     EXPECT_EQ(ref->walfs_ino, 1u);
+    // The lease keeps the file the pending entry noted (a copy is checked against it).
+    EXPECT_EQ(ref.entry()->dev, 7u);
+    EXPECT_EQ(ref.entry()->ino, 99u);
   }
   EXPECT_EQ(table_->live_entries(), 1);
   // A second lease for the same (already replaced) pending entry is refused, and the

@@ -56,7 +56,7 @@ std::string PoolPageSizeWarning(const std::string& pool_path) {
   return absl::StrCat("pool ", pool_path, " is on a tmpfs mounted huge=", *policy,
                       ": direct-access writers take a page fault per 4 KiB page of every "
                       "segment they write; a tmpfs mounted huge=always gives the pool 2 MiB "
-                      "pages (see \"Page size of the pool\" in the README)");
+                      "pages (see \"Page size of the pool\" in docs/direct-access.md)");
 }
 
 }  // namespace walfs::fs

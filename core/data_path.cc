@@ -177,7 +177,7 @@ absl::StatusOr<Pool::ZeroTail> Pool::Truncate(Edit& e, uint64_t ino, uint64_t si
 
 void Pool::ZeroFileRange(const format::InodeRecord& rec, ZeroTail t) {
   if (t.to <= t.from) return;
-  ForEachRun(rec, t.from, t.to - t.from, [&](uint64_t pool_off, uint64_t n, uint64_t) {
+  ForEachRun(sb_.data_offset, rec, t.from, t.to - t.from, [&](uint64_t pool_off, uint64_t n, uint64_t) {
     ZeroUnlessZero(*region_, pool_off, n);
   });
   region_->Drain();
@@ -197,7 +197,7 @@ absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char>
     if (in.gone) return PosixError(absl::StrCat("inode ", ino), ESTALE);
     if (offset < r.size) {
       n = std::min<uint64_t>(out.size(), r.size - offset);
-      ForEachRun(r, offset, n, [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
+      ForEachRun(sb_.data_offset, r, offset, n, [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
         std::memcpy(out.data() + pos, region_->data() + pool_off, len);
       });
     }
@@ -242,7 +242,7 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
       if (in.gone) return PosixError(absl::StrCat("inode ", ino), ESTALE);
       if (AllocatedBlocks(in.rec) * kBlockSize >= end) {
         const uint64_t old_size = in.rec.size;
-        ForEachRun(in.rec, offset, len, [&](uint64_t pool_off, uint64_t n, uint64_t pos) {
+        ForEachRun(sb_.data_offset, in.rec, offset, len, [&](uint64_t pool_off, uint64_t n, uint64_t pos) {
           const char* src = data.data() + pos;
           // Zero elision: allocated bytes past EOF already read as zero (format.h), so
           // PostgreSQL's zero-fill of a new segment costs no stores.
@@ -322,7 +322,7 @@ void Pool::SetDataFields(Inode& in, const format::InodeRecord& next) {
 
 void Pool::FlushDirty(Inode& in) {
   if (in.dirty_hi <= in.dirty_lo) return;
-  ForEachRun(in.rec, in.dirty_lo, in.dirty_hi - in.dirty_lo,
+  ForEachRun(sb_.data_offset, in.rec, in.dirty_lo, in.dirty_hi - in.dirty_lo,
              [&](uint64_t pool_off, uint64_t n, uint64_t) { region_->Flush(pool_off, n); });
   region_->Drain();
   in.dirty_lo = UINT64_MAX;
@@ -334,7 +334,7 @@ absl::Status Pool::CommitRecord(uint64_t ino, Inode& in, const format::InodeReco
   Transaction txn;
   txn.PutInode(sb_, ino, rec);
   bool committed = false;
-  absl::Status s = Commit(txn, &committed);
+  absl::Status s = log_.Commit(txn, &committed);
   if (committed) {
     // Only the fields the data path owns: the rest may be read under mu_ alone.
     SetDataFields(in, rec);

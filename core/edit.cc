@@ -136,7 +136,7 @@ absl::Status Pool::Edit::Commit() {
     txn.PutDirent(sb, slot, r);
   }
   bool committed = false;
-  absl::Status s = pool_.Commit(txn, &committed);
+  absl::Status s = pool_.log_.Commit(txn, &committed);
   if (committed) {
     Apply();
   } else {

@@ -38,7 +38,8 @@ Pool::Pool(std::unique_ptr<PersistentRegion> region, const format::Superblock& s
       read_only_(options.read_only),
       zero_elision_(options.zero_elision),
       reserve_blocks_(ReservedBlocks(sb)),
-      alloc_(sb.data_blocks, kHugePageBlocks, sb.data_offset / kBlockSize) {}
+      alloc_(sb.data_blocks, kHugePageBlocks, sb.data_offset / kBlockSize),
+      log_(free_space_zero_) {}
 
 Pool::~Pool() = default;
 
@@ -98,11 +99,7 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Open(std::unique_ptr<PersistentRegio
   if (replay->replayed) pool->counters_.journal_replays.fetch_add(1);
   absl::Status s = pool->Load(*replay, state);
   if (!s.ok()) return s;
-  {
-    MutexLock l(&pool->journal_mu_);
-    pool->journal_ = std::make_unique<Journal>(*pool->region_, pool->sb_,
-                                               replay->sequence + 1);
-  }
+  pool->log_.Start(std::make_unique<Journal>(*pool->region_, pool->sb_, replay->sequence + 1));
   if (!options.read_only) {
     s = pool->Recover();
     if (!s.ok()) return s;
@@ -124,10 +121,7 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay,
   if (read_only_) {
     for (const auto& [off, bytes] : replay.images) overlay[off] = bytes.data();
   }
-  {
-    MutexLock jl(&journal_mu_);
-    state_ = state;
-  }
+  log_.Load(state, replay.replayed ? replay.flags : 0);
   MutexLock ns(&ns_mu_);
   MutexLock l(&mu_);
   inode_high_ = state.inode_high;
@@ -148,10 +142,6 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay,
   guard_.Init(state.uninit_begin, state.uninit_end,
               trusted ? std::map<uint64_t, uint64_t>{} : alloc_.free_runs());
   PublishVerified();
-  {
-    MutexLock jl(&journal_mu_);
-    journal_flags_ = replay.replayed ? replay.flags : 0;
-  }
   return absl::OkStatus();
 }
 
@@ -316,7 +306,7 @@ absl::Status Pool::Recover() {
       // the invariant that allocated bytes past EOF read as zero.
       if (in->rec.type != format::InodeType::kRegular) continue;
       const uint64_t allocated = AllocatedBlocks(in->rec) * kBlockSize;
-      ForEachRun(in->rec, in->rec.size, allocated - in->rec.size,
+      ForEachRun(sb_.data_offset, in->rec, in->rec.size, allocated - in->rec.size,
                  [&](uint64_t pool_off, uint64_t n, uint64_t) {
                    ZeroUnlessZero(*region_, pool_off, n);
                  });
@@ -332,18 +322,18 @@ absl::Status Pool::Recover() {
   return absl::OkStatus();
 }
 
-Pool::Inode* Pool::Find(InodeId ino) const {
+Inode* Pool::Find(InodeId ino) const {
   if (ino == 0 || ino >= inodes_.size()) return nullptr;
   return inodes_[ino].get();
 }
 
-absl::StatusOr<Pool::Inode*> Pool::Get(InodeId ino) const {
+absl::StatusOr<Inode*> Pool::Get(InodeId ino) const {
   Inode* in = Find(ino);
   if (in == nullptr) return PosixError(absl::StrCat("inode ", ino), ESTALE);
   return in;
 }
 
-absl::StatusOr<Pool::Inode*> Pool::GetDir(InodeId ino) const {
+absl::StatusOr<Inode*> Pool::GetDir(InodeId ino) const {
   auto in = Get(ino);
   if (!in.ok()) return in;
   if ((*in)->rec.type != format::InodeType::kDirectory) {
@@ -355,7 +345,7 @@ absl::StatusOr<Pool::Inode*> Pool::GetDir(InodeId ino) const {
   return in;
 }
 
-absl::StatusOr<std::shared_ptr<Pool::Inode>> Pool::Pin(InodeId ino) {
+absl::StatusOr<std::shared_ptr<Inode>> Pool::Pin(InodeId ino) {
   ReaderMutexLock l(&mu_);
   if (ino == 0 || ino >= inodes_.size() || inodes_[ino] == nullptr) {
     return PosixError(absl::StrCat("inode ", ino), ESTALE);
@@ -412,12 +402,7 @@ absl::Status Pool::PrepareBlocks(const format::Extent& e) {
 }
 
 void Pool::NoteStateChanged() {
-  MutexLock l(&journal_mu_);
-  state_.inode_high = inode_high_;
-  state_.dirent_high = dirent_high_;
-  state_.uninit_begin = guard_.uninit_begin();
-  state_.uninit_end = guard_.uninit_end();
-  state_dirty_ = true;
+  log_.NoteMarks(inode_high_, dirent_high_, guard_.uninit_begin(), guard_.uninit_end());
 }
 
 void Pool::AddName(uint64_t slot, uint64_t parent, uint64_t child, std::string_view name) {
@@ -574,7 +559,7 @@ Counters Pool::counters() const {
   c.fsyncs = a.fsyncs.load();
   c.fsyncdirs = a.fsyncdirs.load();
   c.sync_writes = a.sync_writes.load();
-  c.journal_commits = a.journal_commits.load();
+  c.journal_commits = log_.commits();
   c.journal_replays = a.journal_replays.load();
   c.orphans_reclaimed = a.orphans_reclaimed.load();
   c.zeroed_blocks = a.zeroed_blocks.load();
@@ -615,30 +600,12 @@ absl::Status Pool::Close() {
   }
   ReclaimAll(orphans);
   if (absl::Status s = CommitPendingFrees(); !s.ok()) return s;
-  {
-    // Free space became known zero after the newest commit (verified since): one more
-    // commit says so, so that the next open trusts it instead of reading it again.
-    MutexLock l(&journal_mu_);
-    const uint32_t flags = CommitFlags();
-    if ((flags & ~journal_flags_) != 0) {
-      Transaction txn;
-      txn.PutState(state_);
-      bool done = false;
-      absl::Status s = journal_->Commit(txn, &done, flags);
-      if (done) {
-        state_dirty_ = false;
-        journal_flags_ = flags;
-        counters_.journal_commits.fetch_add(1, std::memory_order_relaxed);
-      }
-      if (!s.ok()) return s;
-    }
-  }
+  // Free space became known zero after the newest commit (verified since): one more
+  // commit says so, so that the next open trusts it instead of reading it again.
+  if (absl::Status s = log_.CommitFreeSpaceFlag(); !s.ok()) return s;
   // msync mode: the home records of the last transactions may be stored but only
   // durable through the journal (journal.h); a clean close persists them at home too.
-  {
-    MutexLock l(&journal_mu_);
-    if (absl::Status s = journal_->Sync(); !s.ok()) return s;
-  }
+  if (absl::Status s = log_.Sync(); !s.ok()) return s;
   return region_->health();
 }
 
@@ -679,62 +646,15 @@ absl::Status Pool::GrowDataArea(uint64_t new_blocks) {
     }
     if (absl::Status h = region_->health(); !h.ok()) return h;
   }
-  format::PoolState next;
-  {
-    MutexLock l(&journal_mu_);
-    next = state_;
-  }
-  next.data_blocks = new_blocks;
-  next.uninit_begin = begin;
-  next.uninit_end = end;
-  Transaction txn;
-  txn.PutState(next);
   bool done = false;
-  absl::Status s;
-  {
-    // The state image in this transaction is the whole record, pending marks included
-    // (state_ holds them), so whatever state_dirty_ promised is committed with it.
-    MutexLock l(&journal_mu_);
-    const uint32_t flags = CommitFlags();
-    s = journal_->Commit(txn, &done, flags);
-    if (done) {
-      state_ = next;
-      state_dirty_ = false;
-      journal_flags_ = flags;
-    }
-  }
+  absl::Status s = log_.CommitGrow(new_blocks, begin, end, &done);
   if (done) {
     grown_.store(true);
-    counters_.journal_commits.fetch_add(1, std::memory_order_relaxed);
     // The range as committed, so a later NoteStateChanged does not write the old one
     // back (this pool allocates only from its old blocks, see pool.h). What was verified
     // stays so: the new blocks are in the range or zero.
     guard_.SetRange(begin, end);
   }
-  return s;
-}
-
-absl::Status Pool::Commit(const Transaction& txn, bool* committed) {
-  bool done = false;
-  absl::Status s;
-  {
-    MutexLock l(&journal_mu_);
-    const uint32_t flags = CommitFlags();
-    if (state_dirty_) {
-      // The marks moved (a fresh slot or uninitialised blocks taken): they commit with
-      // the first transaction after, which is the one using them or an earlier one.
-      Transaction with_state = txn;
-      with_state.PutState(state_);
-      s = journal_->Commit(with_state, &done, flags);
-      if (done) state_dirty_ = false;
-      if (done) journal_flags_ = flags;
-    } else {
-      s = journal_->Commit(txn, &done, flags);
-      if (done && !txn.empty()) journal_flags_ = flags;
-    }
-  }
-  if (done) counters_.journal_commits.fetch_add(1, std::memory_order_relaxed);
-  if (committed != nullptr) *committed = done;
   return s;
 }
 

@@ -3,7 +3,7 @@
 // WalDirectory (wal_directory.h) is the public face; this header is core-internal.
 //
 // Locking. The one lock order: ns_mu_ -> Inode::mu (any number, held by one thread at a
-// time: only an Edit under ns_mu_ holds more than one) -> mu_ -> journal_mu_.
+// time: only an Edit under ns_mu_ holds more than one) -> mu_ -> StateLog's lock (state_log.h).
 //  - ns_mu_ serialises every change of the namespace, of allocation and of reclaim, and
 //    is held across their journal commits (it plays the part of a journal handle). The
 //    data path and lookups never take it, except a write that must allocate.
@@ -16,7 +16,7 @@
 //    commits). An Edit holds the mu of every inode whose record it rewrites from the
 //    moment it copies the record until the change is applied, so a data-path commit can
 //    never interleave with (and undo) a metadata commit of the same record.
-//  - journal_mu_: serialises journal commits.
+//  - StateLog's lock: serialises journal commits.
 // Inode::rec is written by an Edit's apply under Inode::mu + mu_ exclusive, and by the
 // data path (size, times, set-id bits) under Inode::mu alone. Fields only an Edit changes
 // (type, state, nlink, extents, flags) may be read under mu_ or ns_mu_; the rest need
@@ -45,30 +45,16 @@
 #include "absl/container/flat_hash_map.h"
 #include "core/allocator.h"
 #include "core/format.h"
+#include "core/inode.h"
 #include "core/journal.h"
 #include "core/mutex.h"
 #include "core/persistent_region.h"
 #include "core/pool_state.h"
+#include "core/state_log.h"
 #include "core/validate.h"
 #include "core/wal_directory.h"
 
 namespace walfs::core {
-
-// CLOCK_REALTIME in nanoseconds, for inode times.
-int64_t NowNs();
-
-// Debian's Abseil has its own string_view type; containers keyed by std::string look
-// names up through this.
-inline absl::string_view AsKey(std::string_view s) { return {s.data(), s.size()}; }
-
-// Blocks owned by an inode's extents.
-inline uint64_t AllocatedBlocks(const format::InodeRecord& rec) {
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < rec.extent_count && i < format::kMaxExtents; ++i) {
-    n += rec.extents[i].count;
-  }
-  return n;
-}
 
 class Pool {
  public:
@@ -133,40 +119,6 @@ class Pool {
   absl::Status GrowDataArea(uint64_t new_blocks);
 
  private:
-  struct Inode {
-    format::InodeRecord rec{};  // the image the next commit writes (see lock rules)
-    std::atomic<uint64_t> lookups{0};
-    bool reclaiming = false;  // guarded by ns_mu_: a reclaim is zeroing its extents
-    // Direct-access leases held (guarded by ns_mu_) and the largest size any of them
-    // covers: blocks below it never change owner while leases > 0 (AcquireLease).
-    uint32_t leases = 0;
-    uint64_t leased_size = 0;
-    // Directories: name -> dirent slot, and the slots in order (readdir cookies).
-    // Guarded by mu_ (written only while an Edit applies).
-    absl::flat_hash_map<std::string, uint64_t> names;
-    std::set<uint64_t> slots;
-    uint64_t parent_slot = UINT64_MAX;  // a directory's own dirent (root: none)
-
-    Mutex mu;
-    // Set (under mu) when a reclaim starts zeroing the inode's blocks: a thread that
-    // pinned the inode before must not store into them any more.
-    bool gone ABSL_GUARDED_BY(mu) = false;
-    // Not yet durable (msync mode): file bytes [dirty_lo, dirty_hi) and record fields.
-    uint64_t dirty_lo ABSL_GUARDED_BY(mu) = UINT64_MAX;
-    uint64_t dirty_hi ABSL_GUARDED_BY(mu) = 0;
-    bool size_dirty = false;   // rec.size changed since the last commit
-    // rec's times changed by a write (mtime, ctime) or a read (atime) since the last commit
-    bool mtime_dirty = false;
-    // When the record was last committed (NowNs), to bound how stale the durable times
-    // of a file written in place may be (kTimesStalenessNs). Guarded by mu.
-    int64_t committed_ns = 0;
-  };
-  struct Dirent {
-    uint64_t parent;
-    uint64_t child;
-    std::string name;
-  };
-
   // One metadata change, built under ns_mu_ from copies, committed, then applied (the
   // lock rules above). Everything taken from the free lists or the allocator while
   // building is given back if the edit is dropped without a successful commit.
@@ -343,10 +295,6 @@ class Pool {
   void ReclaimAll(const std::vector<uint64_t>& inos) ABSL_LOCKS_EXCLUDED(ns_mu_, mu_);
 
   // Data-path helpers.
-  // Calls fn(pool_offset, length, position_in_range) for the pool bytes holding file
-  // bytes [off, off+len), which must be allocated.
-  template <typename Fn>
-  void ForEachRun(const format::InodeRecord& rec, uint64_t off, uint64_t len, Fn fn) const;
   void FlushDirty(Inode& in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(in.mu);
   // Copies the fields the data path changes (size, times, set-id bits) from `next` into
   // the in-memory record and marks them not yet committed; under in.mu.
@@ -356,8 +304,6 @@ class Pool {
   // makes it the in-memory record; under in.mu.
   absl::Status CommitRecord(uint64_t ino, Inode& in, const format::InodeRecord& rec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(in.mu);
-  // Under journal_mu_: the journal commit itself.
-  absl::Status Commit(const Transaction& txn, bool* committed = nullptr);
 
   std::unique_ptr<PersistentRegion> region_;
   const format::Superblock sb_;
@@ -406,19 +352,8 @@ class Pool {
   std::vector<uint64_t> pending_frees_ ABSL_GUARDED_BY(ns_mu_);
   std::atomic<uint64_t> pending_free_blocks_{0};
 
-  Mutex journal_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  std::unique_ptr<Journal> journal_ ABSL_GUARDED_BY(journal_mu_);
-  // The PoolState image the next commit adds when state_dirty_ (Commit).
-  format::PoolState state_ ABSL_GUARDED_BY(journal_mu_){};
-  bool state_dirty_ ABSL_GUARDED_BY(journal_mu_) = false;
-  // The header flags of the newest committed transaction (replayed at open, or written
-  // since): Close commits the state once more when free space became known zero after
-  // it, so that the next open trusts it.
-  uint32_t journal_flags_ ABSL_GUARDED_BY(journal_mu_) = 0;
-  // The flags a commit made now may carry.
-  uint32_t CommitFlags() const {
-    return free_space_zero_.load() ? format::kJournalFlagFreeSpaceZero : 0;
-  }
+  // The journal and the state record (its lock is the last in the lock order).
+  StateLog log_;
 
   std::atomic<uint32_t> reclaims_in_flight_{0};
   std::atomic<uint64_t> reclaims_done_{0};
@@ -426,29 +361,11 @@ class Pool {
   struct AtomicCounters {
     std::atomic<uint64_t> writes{0}, write_bytes{0}, reads{0}, read_bytes{0};
     std::atomic<uint64_t> fsyncs{0}, fsyncdirs{0}, sync_writes{0};
-    std::atomic<uint64_t> journal_commits{0}, journal_replays{0};
+    std::atomic<uint64_t> journal_replays{0};
     std::atomic<uint64_t> orphans_reclaimed{0}, zeroed_blocks{0};
     std::atomic<uint64_t> leases_granted{0}, leases_released{0};
   } counters_;
 };
-
-template <typename Fn>
-void Pool::ForEachRun(const format::InodeRecord& rec, uint64_t off, uint64_t len,
-                      Fn fn) const {
-  uint64_t file_pos = 0;  // file offset of the current extent's first byte
-  uint64_t done = 0;
-  for (uint32_t i = 0; i < rec.extent_count && done < len; ++i) {
-    const uint64_t ext_bytes = rec.extents[i].count * format::kBlockSize;
-    const uint64_t cur = off + done;
-    if (cur < file_pos + ext_bytes) {
-      const uint64_t in_ext = cur - file_pos;
-      const uint64_t n = std::min(ext_bytes - in_ext, len - done);
-      fn(sb_.data_offset + rec.extents[i].block * format::kBlockSize + in_ext, n, done);
-      done += n;
-    }
-    file_pos += ext_bytes;
-  }
-}
 
 }  // namespace walfs::core
 

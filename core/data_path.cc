@@ -38,151 +38,6 @@ bool AtimeDue(const format::InodeRecord& r, int64_t now) {
 
 }  // namespace
 
-absl::Status Pool::Grow(format::InodeRecord& r, uint64_t bytes,
-                        std::vector<format::Extent>& taken) {
-  const uint64_t have = AllocatedBlocks(r);
-  const uint64_t need = BlocksFor(bytes);
-  if (need <= have) return absl::OkStatus();
-  if (need > sb_.data_blocks) {
-    return PosixError(absl::StrCat("file of ", bytes, " bytes exceeds the pool"), EFBIG);
-  }
-  const format::InodeRecord before = r;
-  std::vector<format::Extent> mine;  // what this call took, in order
-  const bool segment = (r.flags & format::kInodeFlagSegment) != 0;
-  const uint64_t seg_blocks = sb_.segment_size / kBlockSize;
-  uint64_t missing = need - have;
-  // Only segments may take the reserve (pool.h): another file gets ENOSPC when what it
-  // needs would cut into it, and takes no more than the space outside it ahead.
-  if (!segment && missing > UsableBlocks(false)) {
-    return PosixError(absl::StrCat("no space for ", missing, " more blocks", ReserveNote()),
-                      ENOSPC);
-  }
-  // Segments grow by whole segments; other files by at least what they already have
-  // (doubling), so a file written in small appends needs only a few extents. What a
-  // file holds past its end is given back at release and truncate (TrimBlocks).
-  absl::Status error;
-  if (r.extent_count > 0) {
-    const uint64_t ahead =
-        segment ? missing : std::min(std::max(missing, have), UsableBlocks(false));
-    format::Extent& last = r.extents[r.extent_count - 1];
-    const uint64_t end = last.block + last.count;
-    const uint64_t got = alloc_.ExtendInPlace(last, ahead);
-    if (got > 0) mine.push_back({end, got});
-    missing -= std::min(missing, got);
-    // New blocks are checked (or zeroed) before they are handed out (pool_state.h).
-    if (got > 0) error = PrepareBlocks({end, got});
-  }
-  while (missing > 0 && error.ok()) {
-    if (r.extent_count == format::kMaxExtents) {
-      error = PosixError("file needs more extents than an inode holds (pool fragmented)",
-                         ENOSPC);
-      break;
-    }
-    // Segments from the bottom, other files from the top, so small files do not cut the
-    // runs segments need.
-    const uint64_t total = AllocatedBlocks(r);
-    const uint64_t want = segment ? std::max(missing, seg_blocks)
-                                  : std::max(missing, std::min(total, UsableBlocks(false)));
-    auto take = [&](uint64_t n) {
-      return segment ? alloc_.AllocateLow(n) : alloc_.AllocateHigh(n);
-    };
-    std::optional<format::Extent> e = take(want);
-    if (!e) {
-      // No run that long: the longest run there is, up to `want`. Never just `missing`:
-      // one small extent per write would reach kMaxExtents with most of the pool free.
-      const uint64_t largest = alloc_.LargestRun();
-      if (largest > 0) e = take(std::min(largest, want));
-    }
-    if (!e) {
-      error = PosixError(absl::StrCat("no space for ", missing, " more blocks"), ENOSPC);
-      break;
-    }
-    r.extents[r.extent_count++] = *e;
-    mine.push_back(*e);
-    missing -= std::min(missing, e->count);
-    error = PrepareBlocks(*e);
-  }
-  if (error.ok()) {
-    taken.insert(taken.end(), mine.begin(), mine.end());
-    return error;
-  }
-  for (const format::Extent& e : mine) alloc_.Release(e);
-  r = before;
-  return error;
-}
-
-void Pool::TrimBlocks(Edit& e, uint64_t ino, uint64_t keep) {
-  const format::InodeRecord& cur = e.View(ino);
-  const Inode& in = *Find(ino);
-  // Never below the file's size; leased blocks never change owner (lease.cc).
-  keep = std::max(keep, BlocksFor(cur.size));
-  if (in.leases > 0) keep = std::max(keep, BlocksFor(in.leased_size));
-  if (AllocatedBlocks(cur) <= keep) return;
-  // The blocks go to a carrier orphan in the same transaction, zeroed and freed after
-  // the commit. Without a free inode for the carrier, they stay with the file (zeroed)
-  // and are freed when it is.
-  auto carrier = e.NewInode(format::InodeType::kRegular, 0, Caller{});
-  if (!carrier.ok()) return;
-  format::InodeRecord& r = e.Rec(ino);
-  format::InodeRecord kept = r;
-  format::InodeRecord& freed = e.Rec(*carrier);
-  freed.state = format::InodeState::kOrphan;
-  freed.nlink = 0;
-  freed.extent_count = 0;
-  kept.extent_count = 0;
-  uint64_t pos = 0;
-  for (uint32_t i = 0; i < r.extent_count; ++i) {
-    format::Extent x = r.extents[i];
-    if (pos + x.count <= keep) {
-      kept.extents[kept.extent_count++] = x;
-    } else if (pos >= keep) {
-      freed.extents[freed.extent_count++] = x;
-    } else {
-      const uint64_t head = keep - pos;
-      kept.extents[kept.extent_count++] = {x.block, head};
-      freed.extents[freed.extent_count++] = {x.block + head, x.count - head};
-    }
-    pos += x.count;
-  }
-  for (uint32_t i = kept.extent_count; i < format::kMaxExtents; ++i) kept.extents[i] = {};
-  e.reclaim().push_back(*carrier);
-  r = kept;
-}
-
-absl::StatusOr<Pool::ZeroTail> Pool::Truncate(Edit& e, uint64_t ino, uint64_t size) {
-  format::InodeRecord& r = e.Rec(ino);
-  // A segment keeps its whole extent unless cut below it; any other file is left
-  // holding exactly its size (fallocate's preallocation past EOF included, as on ext4).
-  const bool segment = (r.flags & format::kInodeFlagSegment) != 0;
-  r.flags &= ~format::kInodeFlagPreallocated;
-  if (size > r.size) {
-    absl::Status s = Grow(r, size, e.allocated());
-    if (!s.ok()) return s;
-    r.size = size;  // the grown range is zero (format.h invariant)
-    if (!segment) TrimBlocks(e, ino, BlocksFor(size));
-    return ZeroTail{};
-  }
-  if (size == r.size) {
-    if (!segment) TrimBlocks(e, ino, BlocksFor(size));
-    return ZeroTail{};
-  }
-  const uint64_t old_size = r.size;
-  r.size = size;
-  TrimBlocks(e, ino, BlocksFor(size));
-  // Bytes past the new EOF must read as zero if the file grows again. Zeroed after the
-  // commit (the caller's), so a crash leaves the old size with old bytes or the new size
-  // (recovery re-zeroes past EOF).
-  return ZeroTail{size, std::min(old_size, AllocatedBlocks(r) * kBlockSize)};
-}
-
-void Pool::ZeroFileRange(const format::InodeRecord& rec, ZeroTail t) {
-  if (t.to <= t.from) return;
-  ForEachRun(sb_.data_offset, rec, t.from, t.to - t.from, [&](uint64_t pool_off, uint64_t n, uint64_t) {
-    ZeroUnlessZero(*region_, pool_off, n);
-  });
-  region_->Drain();
-}
-
 absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char> out) {
   auto pinned = Pin(ino);
   if (!pinned.ok()) return pinned.status();
@@ -300,13 +155,13 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
       }
       Edit e(*this);
       format::InodeRecord& r = e.Rec(ino);
-      grown = Grow(r, end, e.allocated());
+      grown = space_.Grow(r, end, e.allocated());
       if (grown.ok()) {
         absl::Status s = e.Commit();
         if (!s.ok()) return s;
       }
     }
-    if (!grown.ok() && (ErrnoFromStatus(grown) != ENOSPC || !AwaitReclaims())) return grown;
+    if (!grown.ok() && (ErrnoFromStatus(grown) != ENOSPC || !space_.AwaitReclaims())) return grown;
   }
 }
 
@@ -382,7 +237,7 @@ absl::Status Pool::Release(InodeId ino) {
     const bool dirty = in->size_dirty || in->mtime_dirty;
     const bool trim = r.type == format::InodeType::kRegular &&
                       !(r.flags & (format::kInodeFlagSegment | format::kInodeFlagPreallocated));
-    if (trim) TrimBlocks(e, ino, 0);
+    if (trim) space_.TrimBlocks(e, ino, 0);
     if (!e.reclaim().empty() || dirty) {
       e.Rec(ino);
       status = e.Commit();
@@ -391,7 +246,7 @@ absl::Status Pool::Release(InodeId ino) {
   }
   // On a failed commit the carriers were never applied: the edit gave their inode
   // numbers back, and the file keeps its blocks.
-  ReclaimAll(reclaim);
+  space_.ReclaimAll(reclaim);
   return status;
 }
 
@@ -428,7 +283,7 @@ absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint
       if (r.type == format::InodeType::kDirectory) return PosixError("fallocate", EISDIR);
       if (r.type != format::InodeType::kRegular) return PosixError("fallocate", ENODEV);
       const uint64_t had = AllocatedBlocks(r);
-      status = Grow(r, offset + length, e.allocated());
+      status = space_.Grow(r, offset + length, e.allocated());
       if (status.ok()) {
         if (!(flags & kFallocateKeepSize) && offset + length > r.size) {
           r.size = offset + length;
@@ -439,7 +294,7 @@ absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint
         }
         // What was asked for, not Grow's allowance for further growth.
         if (!(r.flags & format::kInodeFlagSegment)) {
-          TrimBlocks(e, ino, std::max(had, BlocksFor(offset + length)));
+          space_.TrimBlocks(e, ino, std::max(had, BlocksFor(offset + length)));
         }
         status = e.Commit();
         if (!status.ok()) return status;
@@ -448,10 +303,10 @@ absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint
     }
     if (!status.ok()) {
       // Blocks being zeroed count as free (Statfs): wait for them rather than fail.
-      if (ErrnoFromStatus(status) == ENOSPC && AwaitReclaims()) continue;
+      if (ErrnoFromStatus(status) == ENOSPC && space_.AwaitReclaims()) continue;
       return status;
     }
-    ReclaimAll(reclaim);
+    space_.ReclaimAll(reclaim);
     return absl::OkStatus();
   }
 }

@@ -92,7 +92,7 @@ absl::Status Pool::ReleaseLease(InodeId ino) {
     reclaim = in->leases == 0 && in->lookups.load() == 0 &&
               in->rec.state == format::InodeState::kOrphan;
   }
-  if (reclaim) Reclaim(ino);
+  if (reclaim) space_.Reclaim(ino);
   return status;
 }
 

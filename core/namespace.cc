@@ -130,7 +130,7 @@ void Pool::Forget(InodeId ino, uint64_t nlookup) {
     }
     reclaim = before <= nlookup && in->rec.state == format::InodeState::kOrphan;
   }
-  if (reclaim) Reclaim(ino);
+  if (reclaim) space_.Reclaim(ino);
 }
 
 absl::StatusOr<Attr> Pool::GetAttr(InodeId ino) {
@@ -145,7 +145,7 @@ absl::StatusOr<Attr> Pool::GetAttr(InodeId ino) {
 absl::StatusOr<Attr> Pool::Create(InodeId parent, std::string_view name, uint32_t mode,
                                   const Caller& caller, bool exclusive) {
   absl::StatusOr<Attr> result = CreateOnce(parent, name, mode, caller, exclusive);
-  while (!result.ok() && ErrnoFromStatus(result.status()) == ENOSPC && AwaitReclaims()) {
+  while (!result.ok() && ErrnoFromStatus(result.status()) == ENOSPC && space_.AwaitReclaims()) {
     result = CreateOnce(parent, name, mode, caller, exclusive);
   }
   return result;
@@ -175,7 +175,7 @@ absl::StatusOr<Attr> Pool::CreateOnce(InodeId parent, std::string_view name, uin
     // A WAL segment gets its whole extent now, so its writes never allocate.
     format::InodeRecord& r = e.Rec(ino);
     r.flags |= format::kInodeFlagSegment;
-    absl::Status s = Grow(r, sb_.segment_size, e.allocated());
+    absl::Status s = space_.Grow(r, sb_.segment_size, e.allocated());
     if (!s.ok()) return s;
   }
   return CommitEntry(e, parent, name, slot, ino);
@@ -230,17 +230,12 @@ absl::StatusOr<Attr> Pool::Symlink(InodeId parent, std::string_view name,
     Edit orphan(*this);
     // The entry's slot is taken in the second edit; checking for one now keeps a full
     // table from costing a commit.
-    if (free_slots_.empty() && dirent_high_ == sb_.dirent_count) {
-      return PosixError("directory entry table is full", ENOSPC);
-    }
+    if (!space_.HasFreeSlot()) return PosixError("directory entry table is full", ENOSPC);
     auto made = NewEntryInode(orphan, parent, format::InodeType::kSymlink, 0777, caller);
     if (!made.ok()) return made.status();
     ino = *made;
-    std::optional<format::Extent> b;
-    if (UsableBlocks(false) >= 1) b = alloc_.AllocateHigh(1);
-    if (!b) return PosixError(absl::StrCat("no space for a symlink target", ReserveNote()), ENOSPC);
-    orphan.allocated().push_back(*b);  // given back if the edit is dropped
-    if (absl::Status s = PrepareBlocks(*b); !s.ok()) return s;
+    auto b = space_.TakeBlock(orphan);
+    if (!b.ok()) return b.status();
     block = *b;
     format::InodeRecord& r = orphan.Rec(ino);
     r.size = target.size();
@@ -357,7 +352,7 @@ absl::Status Pool::Unlink(InodeId parent, std::string_view name) {
     if (!s.ok()) return s;
     reclaim = e.reclaim();
   }
-  ReclaimAll(reclaim);
+  space_.ReclaimAll(reclaim);
   return absl::OkStatus();
 }
 
@@ -389,7 +384,7 @@ absl::Status Pool::Rmdir(InodeId parent, std::string_view name) {
     if (!s.ok()) return s;
     reclaim = e.reclaim();
   }
-  ReclaimAll(reclaim);
+  space_.ReclaimAll(reclaim);
   return absl::OkStatus();
 }
 
@@ -473,7 +468,7 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
         return;
       }
       e.Rec(ino).flags &= ~format::kInodeFlagSegment;
-      TrimBlocks(e, ino, 0);
+      space_.TrimBlocks(e, ino, 0);
     };
     if (flags & kRenameExchange) {
       settle(dst_ino, name);
@@ -487,7 +482,7 @@ absl::Status Pool::Rename(InodeId parent, std::string_view name, InodeId new_par
     if (!s.ok()) return s;
     reclaim = e.reclaim();
   }
-  ReclaimAll(reclaim);
+  space_.ReclaimAll(reclaim);
   return absl::OkStatus();
 }
 
@@ -504,7 +499,7 @@ absl::StatusOr<Attr> Pool::Setattr(InodeId ino, const SetattrRequest& request) {
       if ((*in)->reclaiming) return PosixError(absl::StrCat("inode ", ino), ESTALE);
       Edit e(*this);
       format::InodeRecord& r = e.Rec(ino);
-      ZeroTail tail;
+      Space::ZeroTail tail;
       if (request.size) {
         if (IsDir(r)) return PosixError("truncate", EISDIR);
         if (r.type != format::InodeType::kRegular) return PosixError("truncate", EINVAL);
@@ -514,7 +509,7 @@ absl::StatusOr<Attr> Pool::Setattr(InodeId ino, const SetattrRequest& request) {
                                          " below its leased size ", (*in)->leased_size),
                             ETXTBSY);
         }
-        auto t = Truncate(e, ino, *request.size);
+        auto t = space_.Truncate(e, ino, *request.size);
         status = t.status();
         if (t.ok()) tail = *t;
       }
@@ -531,17 +526,17 @@ absl::StatusOr<Attr> Pool::Setattr(InodeId ino, const SetattrRequest& request) {
         status = e.Commit();
         if (!status.ok()) return status;
         // Still under the inode's lock (e), so no write sees the old bytes past EOF.
-        ZeroFileRange(r, tail);
+        space_.ZeroFileRange(r, tail);
         attr = MakeAttr(ino, r);
         reclaim = e.reclaim();
       }
     }
     if (!status.ok()) {
       // Blocks being zeroed count as free (Statfs): wait for them rather than fail.
-      if (ErrnoFromStatus(status) == ENOSPC && AwaitReclaims()) continue;
+      if (ErrnoFromStatus(status) == ENOSPC && space_.AwaitReclaims()) continue;
       return status;
     }
-    ReclaimAll(reclaim);
+    space_.ReclaimAll(reclaim);
     return attr;
   }
 }

@@ -18,10 +18,6 @@ namespace {
 
 using format::kBlockSize;
 
-// Segments start on 2 MiB boundaries of the pool where free space allows, for 2 MiB
-// page-table entries in the processes that map them (BlockAllocator).
-constexpr uint64_t kHugePageBlocks = (uint64_t{2} << 20) / kBlockSize;
-
 }  // namespace
 
 int64_t NowNs() {
@@ -37,9 +33,8 @@ Pool::Pool(std::unique_ptr<PersistentRegion> region, const format::Superblock& s
       mode_(region_->is_pmem() ? DurabilityMode::kPmem : DurabilityMode::kMsync),
       read_only_(options.read_only),
       zero_elision_(options.zero_elision),
-      reserve_blocks_(ReservedBlocks(sb)),
-      alloc_(sb.data_blocks, kHugePageBlocks, sb.data_offset / kBlockSize),
-      log_(free_space_zero_) {}
+      space_(*this),
+      log_(space_.free_space_zero()) {}
 
 Pool::~Pool() = default;
 
@@ -109,7 +104,7 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Open(std::unique_ptr<PersistentRegio
   }
   {
     MutexLock l(&pool->ns_mu_);
-    pool->PublishFree();
+    pool->space_.PublishFree();
   }
   return pool;
 }
@@ -124,10 +119,10 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay,
   log_.Load(state, replay.replayed ? replay.flags : 0);
   MutexLock ns(&ns_mu_);
   MutexLock l(&mu_);
-  inode_high_ = state.inode_high;
-  dirent_high_ = state.dirent_high;
-  guard_.Init(state.uninit_begin, state.uninit_end, {});  // the range, for LoadInodes
-  next_generation_ = std::max<uint64_t>(next_generation_, replay.sequence + 1);
+  space_.inode_high_ = state.inode_high;
+  space_.dirent_high_ = state.dirent_high;
+  space_.guard_.Init(state.uninit_begin, state.uninit_end, {});  // the range, for LoadInodes
+  space_.next_generation_ = std::max<uint64_t>(space_.next_generation_, replay.sequence + 1);
   absl::Status s = LoadInodes(overlay);
   if (!s.ok()) return s;
   s = LoadDirents(overlay);
@@ -139,9 +134,9 @@ absl::Status Pool::Load(const Journal::ReplayResult& replay,
   // blocks are checked when first allocated (or ahead of that: VerifyFreeSpaceAhead).
   const bool trusted =
       !replay.replayed || (replay.flags & format::kJournalFlagFreeSpaceZero) != 0;
-  guard_.Init(state.uninit_begin, state.uninit_end,
-              trusted ? std::map<uint64_t, uint64_t>{} : alloc_.free_runs());
-  PublishVerified();
+  space_.guard_.Init(state.uninit_begin, state.uninit_end,
+              trusted ? std::map<uint64_t, uint64_t>{} : space_.alloc_.free_runs());
+  space_.PublishVerified();
   return absl::OkStatus();
 }
 
@@ -151,7 +146,7 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
   inodes_.resize(sb_.inode_count);
   // Slots at or above inode_high_ were never used (format.h) and are not read. Slot 0 is
   // read from home: no transaction names it (ParseJournalSlot).
-  for (uint64_t ino = inode_high_; ino-- > 0;) {
+  for (uint64_t ino = space_.inode_high_; ino-- > 0;) {
     const uint64_t off = sb_.inode_table_offset + ino * format::kInodeSize;
     const auto ov = overlay.find(off);
     const char* raw = ov != overlay.end() ? ov->second : region_->data() + off;
@@ -161,7 +156,7 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
           absl::StrCat("inode ", ino, " (offset ", off, "): ", check.problems[0]));
     }
     if (check.kind == SlotKind::kFree) {
-      if (ino != 0) free_inodes_.push_back(ino);
+      if (ino != 0) space_.free_inodes_.push_back(ino);
       continue;
     }
     auto in = std::make_unique<Inode>();
@@ -172,19 +167,19 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
                              (rec.type == format::InodeType::kSymlink && rec.extent_count == 1);
     for (uint32_t i = 0; owns_blocks && i < rec.extent_count; ++i) {
       const format::Extent& x = rec.extents[i];
-      absl::Status s = alloc_.Reserve(x);
+      absl::Status s = space_.alloc_.Reserve(x);
       if (!s.ok()) {
         return absl::DataLossError(
             absl::StrCat("inode ", ino, " (offset ", off, "): ", s.message()));
       }
-      if (x.block < guard_.uninit_end() && x.block + x.count > guard_.uninit_begin()) {
+      if (x.block < space_.guard_.uninit_end() && x.block + x.count > space_.guard_.uninit_begin()) {
         return absl::DataLossError(absl::StrCat(
             "inode ", ino, " (offset ", off, "): extent [", x.block, ", +", x.count,
-            ") lies in the range no file has used since mkfs (blocks ", guard_.uninit_begin(),
-            "..", guard_.uninit_end(), ")"));
+            ") lies in the range no file has used since mkfs (blocks ", space_.guard_.uninit_begin(),
+            "..", space_.guard_.uninit_end(), ")"));
       }
     }
-    next_generation_ = std::max(next_generation_, rec.generation + 1);
+    space_.next_generation_ = std::max(space_.next_generation_, rec.generation + 1);
     inodes_[ino] = std::move(in);
   }
   return absl::OkStatus();
@@ -198,12 +193,12 @@ absl::Status Pool::LoadDirents(const absl::flat_hash_map<uint64_t, const char*>&
   auto type = [](const Inode* in) {
     return in == nullptr ? format::InodeType::kNone : in->rec.type;
   };
-  for (uint64_t slot = dirent_high_; slot-- > 0;) {
+  for (uint64_t slot = space_.dirent_high_; slot-- > 0;) {
     const uint64_t off = sb_.dirent_table_offset + slot * format::kDirentSize;
     const auto ov = overlay.find(off);
     const char* raw = ov != overlay.end() ? ov->second : region_->data() + off;
     if (AllZero(raw, format::kDirentSize)) {
-      free_slots_.push_back(slot);
+      space_.free_slots_.push_back(slot);
       continue;
     }
     auto where = [&] { return absl::StrCat("directory entry ", slot, " (offset ", off, "): "); };
@@ -313,10 +308,10 @@ absl::Status Pool::Recover() {
     }
     region_->Drain();
   }
-  ReclaimAll(orphans);
+  space_.ReclaimAll(orphans);
   // The orphans a crash left are freed in one commit (at most kMaxPendingFrees per
   // commit) rather than one each; a failure leaves them to the next open.
-  if (absl::Status s = CommitPendingFrees(); !s.ok()) {
+  if (absl::Status s = space_.CommitPendingFrees(); !s.ok()) {
     return s;
   }
   return absl::OkStatus();
@@ -355,7 +350,7 @@ absl::StatusOr<std::shared_ptr<Inode>> Pool::Pin(InodeId ino) {
 
 absl::Status Pool::Writable() const {
   if (read_only_) return PosixError("pool opened read-only", EROFS);
-  if (grown_.load()) {
+  if (space_.grown()) {
     return PosixError("the pool was grown: close it and open it again to use it", EROFS);
   }
   return absl::OkStatus();
@@ -378,33 +373,6 @@ Attr Pool::MakeAttr(InodeId ino, const format::InodeRecord& r) const {
   return a;
 }
 
-uint64_t Pool::TakeFreshSlot(uint64_t& high, uint64_t table_offset, uint64_t record_size) {
-  const uint64_t slot = high++;
-  // Below the mark a slot is a valid record or zero (format.h), and a slot handed out
-  // may go back to the free list unwritten (a dropped Edit): zero it before the mark that
-  // covers it can be committed. Free after a new file or an earlier use; a write only
-  // when mkfs --force left an older pool's bytes.
-  const uint64_t off = table_offset + slot * record_size;
-  if (!AllZero(region_->data() + off, record_size)) {
-    region_->Fill(off, 0, record_size);
-    region_->Persist(off, record_size);
-  }
-  NoteStateChanged();
-  return slot;
-}
-
-absl::Status Pool::PrepareBlocks(const format::Extent& e) {
-  const uint64_t begin = guard_.uninit_begin(), end = guard_.uninit_end();
-  absl::Status s = guard_.Prepare(*region_, sb_.data_offset, e);
-  if (guard_.uninit_begin() != begin || guard_.uninit_end() != end) NoteStateChanged();
-  PublishVerified();
-  return s;
-}
-
-void Pool::NoteStateChanged() {
-  log_.NoteMarks(inode_high_, dirent_high_, guard_.uninit_begin(), guard_.uninit_end());
-}
-
 void Pool::AddName(uint64_t slot, uint64_t parent, uint64_t child, std::string_view name) {
   Inode* p = inodes_[parent].get();
   p->names[std::string(name)] = slot;
@@ -418,135 +386,6 @@ bool Pool::IsAncestor(uint64_t dir, uint64_t of) const {
     if (cur == format::kRootInode) return false;
     cur = dirents_.at(inodes_[cur]->parent_slot).parent;
   }
-}
-
-bool Pool::AwaitReclaims() {
-  constexpr auto kReclaimWait = std::chrono::seconds(10);
-  bool freed = false;
-  if (CommitPendingFrees(&freed).ok() && freed) return true;
-  if (reclaims_in_flight_.load() == 0) return false;
-  const uint64_t done = reclaims_done_.load();
-  const auto deadline = std::chrono::steady_clock::now() + kReclaimWait;
-  while (reclaims_in_flight_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  // What finished meanwhile is pending: free it for the allocator.
-  return CommitPendingFrees().ok() && reclaims_done_.load() != done;
-}
-
-absl::Status Pool::CommitPendingFrees(bool* committed) {
-  MutexLock ns(&ns_mu_);
-  if (committed != nullptr) *committed = false;
-  if (pending_frees_.empty()) return absl::OkStatus();
-  Edit e(*this);  // carries nothing but them
-  absl::Status s = e.Commit();
-  if (committed != nullptr) *committed = s.ok();
-  return s;
-}
-
-void Pool::ReclaimAll(const std::vector<uint64_t>& inos) {
-  for (uint64_t ino : inos) Reclaim(ino);
-}
-
-void Pool::Reclaim(uint64_t ino) {
-  format::InodeRecord rec;
-  uint64_t blocks = 0;
-  {
-    MutexLock ns(&ns_mu_);
-    Inode* in = Find(ino);
-    // A leased orphan's blocks may still be mapped by a client (lease.cc).
-    if (in == nullptr || in->reclaiming || in->rec.state != format::InodeState::kOrphan ||
-        in->lookups.load() != 0 || in->leases != 0) {
-      return;
-    }
-    in->reclaiming = true;
-    {
-      // A thread that pinned the inode before it lost its last reference stores
-      // nothing into the blocks from now on (Write checks `gone`).
-      MutexLock il(&in->mu);
-      in->gone = true;
-      rec = in->rec;
-    }
-    blocks = AllocatedBlocks(rec);
-    reclaims_in_flight_.fetch_add(1);
-    // Free for statfs from now on: an allocation that needs them waits for the zeroing
-    // (AwaitReclaims), so nothing is handed out before it is zero.
-    zeroing_blocks_.fetch_add(blocks);
-  }
-  struct Done {
-    Pool* pool;
-    uint64_t blocks;
-    ~Done() {
-      pool->zeroing_blocks_.fetch_sub(blocks);
-      pool->reclaims_done_.fetch_add(1);
-      pool->reclaims_in_flight_.fetch_sub(1);
-    }
-  } done{this, blocks};
-  // The orphan owns its extents until the commit below, so nobody else touches them and
-  // the zeroing runs without locks. A crash before the commit leaves the orphan in place
-  // and the next open zeroes it again.
-  uint64_t stored = 0;
-  for (uint32_t i = 0; i < rec.extent_count; ++i) {
-    const auto& e = rec.extents[i];
-    stored += ZeroUnlessZero(*region_, sb_.data_offset + e.block * kBlockSize,
-                             e.count * kBlockSize);
-  }
-  region_->Drain();
-  MutexLock ns(&ns_mu_);
-  // Zero and durably so: from here the record may be freed by any commit (pool.h).
-  pending_free_blocks_.fetch_add(blocks);
-  pending_frees_.push_back(ino);
-  PublishFree();
-  counters_.orphans_reclaimed.fetch_add(1, std::memory_order_relaxed);
-  counters_.zeroed_blocks.fetch_add(stored / kBlockSize, std::memory_order_relaxed);
-  if (pending_frees_.size() >= kMaxPendingFrees) {
-    // On failure they stay pending, and orphans on media for the next open to reclaim.
-    Edit e(*this);
-    (void)e.Commit();
-  }
-}
-
-void Pool::PublishFree() {
-  free_blocks_.store(alloc_.free_blocks());
-  // Slots at or above the mark were never used (format.h) and are free too.
-  free_inodes_count_.store(free_inodes_.size() + pending_frees_.size() +
-                           (sb_.inode_count - inode_high_));
-}
-
-std::string Pool::ReserveNote() const {
-  if (alloc_.free_blocks() == 0 || reserve_blocks_ == 0) return "";
-  return absl::StrCat(" (", alloc_.free_blocks(), " free, of which the last ",
-                      reserve_blocks_, " are reserved for WAL segments)");
-}
-
-uint64_t Pool::VerifyFreeSpaceAhead(uint64_t max_blocks) {
-  if (read_only_) return 0;
-  FreeSpaceGuard::Span span;
-  {
-    MutexLock l(&ns_mu_);
-    span = guard_.NextAhead(max_blocks);
-  }
-  if (span.empty()) return 0;
-  // Unlocked: blocks allocated meanwhile are verified by their Prepare and are no longer
-  // marked by AheadDone (pool_state.h).
-  const uint64_t bad = FreeSpaceGuard::FirstNonZero(*region_, sb_.data_offset, span.begin,
-                                                    span.end);
-  MutexLock l(&ns_mu_);
-  guard_.AheadDone(span, bad);
-  PublishVerified();
-  return (bad < span.end ? bad + 1 : span.end) - span.begin;
-}
-
-FsStats Pool::Statfs() {
-  FsStats s;
-  s.block_size = kBlockSize;
-  s.total_blocks = sb_.data_blocks;
-  s.free_blocks = std::min(sb_.data_blocks, free_blocks_.load() + zeroing_blocks_.load() +
-                                                pending_free_blocks_.load());
-  s.reserved_blocks = std::min(s.free_blocks, reserve_blocks_);
-  s.total_inodes = sb_.inode_count - 1;
-  s.free_inodes = free_inodes_count_.load();
-  return s;
 }
 
 Counters Pool::counters() const {
@@ -584,7 +423,7 @@ absl::Status Pool::Close() {
       // map a leased orphan, which Reclaim leaves to the next Open (the daemon refuses
       // to open a pool while a client holds it, fs/pool_lock.h).
       in->lookups.store(0);
-      if (in->reclaiming) continue;  // zeroed, its record freed below (pending_frees_)
+      if (in->reclaiming) continue;  // zeroed, its record freed below (space_.pending_frees_)
       if (in->rec.state == format::InodeState::kOrphan) orphans.push_back(ino);
       MutexLock il(&in->mu);
       if (in->size_dirty || in->mtime_dirty || in->dirty_hi > in->dirty_lo) {
@@ -598,8 +437,8 @@ absl::Status Pool::Close() {
       if (!s.ok()) return s;
     }
   }
-  ReclaimAll(orphans);
-  if (absl::Status s = CommitPendingFrees(); !s.ok()) return s;
+  space_.ReclaimAll(orphans);
+  if (absl::Status s = space_.CommitPendingFrees(); !s.ok()) return s;
   // Free space became known zero after the newest commit (verified since): one more
   // commit says so, so that the next open trusts it instead of reading it again.
   if (absl::Status s = log_.CommitFreeSpaceFlag(); !s.ok()) return s;
@@ -607,55 +446,6 @@ absl::Status Pool::Close() {
   // durable through the journal (journal.h); a clean close persists them at home too.
   if (absl::Status s = log_.Sync(); !s.ok()) return s;
   return region_->health();
-}
-
-absl::Status Pool::GrowDataArea(uint64_t new_blocks) {
-  if (absl::Status s = Writable(); !s.ok()) return s;
-  const uint64_t old_blocks = sb_.data_blocks;
-  if (new_blocks <= old_blocks) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the pool's data area is ", old_blocks, " blocks (", sb_.capacity,
-        " bytes in all); a grow must add at least one ", kBlockSize, "-byte block"));
-  }
-  if (new_blocks > (region_->size() - sb_.data_offset) / kBlockSize) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a data area of ", new_blocks, " blocks does not fit in the ", region_->size(),
-        "-byte region (the file must be made that big first)"));
-  }
-  MutexLock ns(&ns_mu_);
-  uint64_t begin = guard_.uninit_begin(), end = guard_.uninit_end();
-  if (begin == end) {
-    // Nothing uninitialised: the new blocks become the range, unread and unwritten.
-    begin = old_blocks;
-    end = new_blocks;
-  } else if (end == old_blocks) {
-    end = new_blocks;  // the range reaches the old end: it extends over the new blocks
-  } else {
-    // The range ends below files allocated from the top, and one range cannot also
-    // cover the new blocks: they must be zero before the commit makes them free space.
-    // A region grown by extending its file reads as zeros, so this reads and, normally,
-    // writes nothing. Zeros written here land past the committed capacity: a crash
-    // before the commit leaves the old pool as it was.
-    constexpr uint64_t kChunk = 256;  // blocks persisted at a time
-    for (uint64_t b = old_blocks; b < new_blocks; b += kChunk) {
-      const uint64_t n = std::min(kChunk, new_blocks - b);
-      const uint64_t off = sb_.data_offset + b * kBlockSize;
-      if (AllZero(region_->data() + off, n * kBlockSize)) continue;
-      region_->Fill(off, 0, n * kBlockSize);
-      region_->Persist(off, n * kBlockSize);
-    }
-    if (absl::Status h = region_->health(); !h.ok()) return h;
-  }
-  bool done = false;
-  absl::Status s = log_.CommitGrow(new_blocks, begin, end, &done);
-  if (done) {
-    grown_.store(true);
-    // The range as committed, so a later NoteStateChanged does not write the old one
-    // back (this pool allocates only from its old blocks, see pool.h). What was verified
-    // stays so: the new blocks are in the range or zero.
-    guard_.SetRange(begin, end);
-  }
-  return s;
 }
 
 }  // namespace walfs::core

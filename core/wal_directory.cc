@@ -89,12 +89,12 @@ absl::Status WalDirectory::Readdir(InodeId ino, uint64_t cookie,
                                    const std::function<bool(const DirEntry&)>& fn) {
   return pool_->Readdir(ino, cookie, fn);
 }
-FsStats WalDirectory::Statfs() { return pool_->Statfs(); }
+FsStats WalDirectory::Statfs() { return pool_->space().Statfs(); }
 uint64_t WalDirectory::VerifyFreeSpaceAhead(uint64_t max_blocks) {
-  return pool_->VerifyFreeSpaceAhead(max_blocks);
+  return pool_->space().VerifyFreeSpaceAhead(max_blocks);
 }
 
-bool WalDirectory::FreeSpaceKnownZero() const { return pool_->free_space_known_zero(); }
+bool WalDirectory::FreeSpaceKnownZero() const { return pool_->space().free_space_zero().load(); }
 absl::StatusOr<Lease> WalDirectory::AcquireLease(InodeId ino, bool renew) {
   return pool_->AcquireLease(ino, renew);
 }
@@ -122,7 +122,7 @@ absl::StatusOr<GrowResult> WalDirectory::Grow(uint64_t new_capacity) {
                      ? (new_capacity - sb.data_offset) / format::kBlockSize
                      : 0;
   r.new_capacity = sb.data_offset + r.new_blocks * format::kBlockSize;
-  absl::Status s = pool_->GrowDataArea(r.new_blocks);
+  absl::Status s = pool_->space().GrowDataArea(r.new_blocks);
   if (!s.ok()) return s;
   return r;
 }

@@ -1,4 +1,4 @@
-// Pool: the data path (read, write, fsync) and block allocation for files.
+// DataPath: read, write, fsync, fallocate and release of files (data_path.h).
 //
 // Durability of writes (POSTGRES_CONTRACT.md §3):
 //  - kPmem: bytes are copied with non-temporal stores and drained before Write returns;
@@ -19,6 +19,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/all_zero.h"
+#include "core/data_path.h"
+#include "core/edit.h"
 #include "core/pool.h"
 #include "core/status.h"
 
@@ -38,8 +40,8 @@ bool AtimeDue(const format::InodeRecord& r, int64_t now) {
 
 }  // namespace
 
-absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char> out) {
-  auto pinned = Pin(ino);
+absl::StatusOr<size_t> DataPath::Read(InodeId ino, uint64_t offset, absl::Span<char> out) {
+  auto pinned = pool_.Pin(ino);
   if (!pinned.ok()) return pinned.status();
   Inode& in = **pinned;
   uint64_t n = 0;
@@ -52,11 +54,11 @@ absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char>
     if (in.gone) return PosixError(absl::StrCat("inode ", ino), ESTALE);
     if (offset < r.size) {
       n = std::min<uint64_t>(out.size(), r.size - offset);
-      ForEachRun(sb_.data_offset, r, offset, n, [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
-        std::memcpy(out.data() + pos, region_->data() + pool_off, len);
+      ForEachRun(pool_.sb_.data_offset, r, offset, n, [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
+        std::memcpy(out.data() + pos, pool_.region_->data() + pool_off, len);
       });
     }
-    touch = !read_only_ && AtimeDue(r, NowNs());
+    touch = !pool_.read_only_ && AtimeDue(r, NowNs());
   }
   if (touch) {
     // relatime: at most once per change of the file (or per day), and committed with the
@@ -68,23 +70,23 @@ absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char>
       in.mtime_dirty = true;
     }
   }
-  counters_.reads.fetch_add(1, std::memory_order_relaxed);
-  counters_.read_bytes.fetch_add(n, std::memory_order_relaxed);
+  pool_.counters_.reads.fetch_add(1, std::memory_order_relaxed);
+  pool_.counters_.read_bytes.fetch_add(n, std::memory_order_relaxed);
   return n;
 }
 
-absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
+absl::StatusOr<size_t> DataPath::Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
                                    bool sync, bool clear_setid, bool* setid_cleared) {
-  if (absl::Status s = Writable(); !s.ok()) return s;
+  if (absl::Status s = pool_.Writable(); !s.ok()) return s;
   const uint64_t len = data.size();
   if (len == 0) return 0;
-  const uint64_t max_bytes = sb_.data_blocks * kBlockSize;
+  const uint64_t max_bytes = pool_.sb_.data_blocks * kBlockSize;
   if (offset > max_bytes || len > max_bytes - offset) {
     return PosixError(absl::StrCat("write at ", offset, " of ", len, " bytes"), EFBIG);
   }
   const uint64_t end = offset + len;
-  const bool persist = mode_ == DurabilityMode::kPmem || sync;
-  auto pinned = Pin(ino);
+  const bool persist = pool_.mode_ == DurabilityMode::kPmem || sync;
+  auto pinned = pool_.Pin(ino);
   if (!pinned.ok()) return pinned.status();
   Inode& in = **pinned;
   for (;;) {
@@ -97,13 +99,13 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
       if (in.gone) return PosixError(absl::StrCat("inode ", ino), ESTALE);
       if (AllocatedBlocks(in.rec) * kBlockSize >= end) {
         const uint64_t old_size = in.rec.size;
-        ForEachRun(sb_.data_offset, in.rec, offset, len, [&](uint64_t pool_off, uint64_t n, uint64_t pos) {
+        ForEachRun(pool_.sb_.data_offset, in.rec, offset, len, [&](uint64_t pool_off, uint64_t n, uint64_t pos) {
           const char* src = data.data() + pos;
           // Zero elision: allocated bytes past EOF already read as zero (format.h), so
           // PostgreSQL's zero-fill of a new segment costs no stores.
-          if (zero_elision_ && offset + pos >= old_size && AllZero(src, n)) return;
-          region_->Store(pool_off, src, n);
-          if (persist) region_->Flush(pool_off, n);
+          if (pool_.zero_elision_ && offset + pos >= old_size && AllZero(src, n)) return;
+          pool_.region_->Store(pool_off, src, n);
+          if (persist) pool_.region_->Flush(pool_off, n);
         });
         // The record after this write: committed first where the write promises
         // durability, and only then made the in-memory record.
@@ -117,8 +119,8 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
         const bool killed = clear_setid && setid != 0;
         if (killed) next.mode &= ~setid;
         if (setid_cleared != nullptr) *setid_cleared = killed;
-        counters_.writes.fetch_add(1, std::memory_order_relaxed);
-        counters_.write_bytes.fetch_add(len, std::memory_order_relaxed);
+        pool_.counters_.writes.fetch_add(1, std::memory_order_relaxed);
+        pool_.counters_.write_bytes.fetch_add(len, std::memory_order_relaxed);
         if (!persist) {
           // msync mode: nothing is durable before an fsync, and the page cache (the
           // mapping) already holds the bytes, so memory runs ahead of the media.
@@ -132,9 +134,9 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
           SetDataFields(in, next);
           return len;
         }
-        region_->Drain();
-        if (absl::Status h = region_->health(); !h.ok()) return h;
-        if (sync) counters_.sync_writes.fetch_add(1, std::memory_order_relaxed);
+        pool_.region_->Drain();
+        if (absl::Status h = pool_.region_->health(); !h.ok()) return h;
+        if (sync) pool_.counters_.sync_writes.fetch_add(1, std::memory_order_relaxed);
         // The size must be durable now; the times within kTimesStalenessNs, so a stream
         // of writes inside the size (WAL) commits at most once per that interval.
         if (next.size != old_size || in.size_dirty || killed ||
@@ -149,23 +151,23 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
     }
     absl::Status grown;
     {
-      MutexLock ns(&ns_mu_);
-      if (Find(ino) != &in || in.reclaiming) {
+      MutexLock ns(&pool_.ns_mu_);
+      if (pool_.Find(ino) != &in || in.reclaiming) {
         return PosixError(absl::StrCat("inode ", ino), ESTALE);
       }
-      Edit e(*this);
+      Edit e(pool_);
       format::InodeRecord& r = e.Rec(ino);
-      grown = space_.Grow(r, end, e.allocated());
+      grown = pool_.space_.Grow(r, end, e.allocated());
       if (grown.ok()) {
         absl::Status s = e.Commit();
         if (!s.ok()) return s;
       }
     }
-    if (!grown.ok() && (ErrnoFromStatus(grown) != ENOSPC || !space_.AwaitReclaims())) return grown;
+    if (!grown.ok() && (ErrnoFromStatus(grown) != ENOSPC || !pool_.space_.AwaitReclaims())) return grown;
   }
 }
 
-void Pool::SetDataFields(Inode& in, const format::InodeRecord& next) {
+void DataPath::SetDataFields(Inode& in, const format::InodeRecord& next) {
   if (next.size != in.rec.size) in.size_dirty = true;
   in.rec.size = next.size;
   in.rec.mtime_ns = next.mtime_ns;
@@ -175,21 +177,21 @@ void Pool::SetDataFields(Inode& in, const format::InodeRecord& next) {
   in.mtime_dirty = true;
 }
 
-void Pool::FlushDirty(Inode& in) {
+void DataPath::FlushDirty(Inode& in) {
   if (in.dirty_hi <= in.dirty_lo) return;
-  ForEachRun(sb_.data_offset, in.rec, in.dirty_lo, in.dirty_hi - in.dirty_lo,
-             [&](uint64_t pool_off, uint64_t n, uint64_t) { region_->Flush(pool_off, n); });
-  region_->Drain();
+  ForEachRun(pool_.sb_.data_offset, in.rec, in.dirty_lo, in.dirty_hi - in.dirty_lo,
+             [&](uint64_t pool_off, uint64_t n, uint64_t) { pool_.region_->Flush(pool_off, n); });
+  pool_.region_->Drain();
   in.dirty_lo = UINT64_MAX;
   in.dirty_hi = 0;
 }
 
-absl::Status Pool::CommitRecord(uint64_t ino, Inode& in, const format::InodeRecord& rec) {
+absl::Status DataPath::CommitRecord(uint64_t ino, Inode& in, const format::InodeRecord& rec) {
   FlushDirty(in);
   Transaction txn;
-  txn.PutInode(sb_, ino, rec);
+  txn.PutInode(pool_.sb_, ino, rec);
   bool committed = false;
-  absl::Status s = log_.Commit(txn, &committed);
+  absl::Status s = pool_.log_.Commit(txn, &committed);
   if (committed) {
     // Only the fields the data path owns: the rest may be read under mu_ alone.
     SetDataFields(in, rec);
@@ -199,10 +201,10 @@ absl::Status Pool::CommitRecord(uint64_t ino, Inode& in, const format::InodeReco
   return s;
 }
 
-absl::Status Pool::Fsync(InodeId ino, bool datasync) {
-  counters_.fsyncs.fetch_add(1, std::memory_order_relaxed);
-  if (read_only_) return absl::OkStatus();
-  auto pinned = Pin(ino);
+absl::Status DataPath::Fsync(InodeId ino, bool datasync) {
+  pool_.counters_.fsyncs.fetch_add(1, std::memory_order_relaxed);
+  if (pool_.read_only_) return absl::OkStatus();
+  auto pinned = pool_.Pin(ino);
   if (!pinned.ok()) return pinned.status();
   Inode& in = **pinned;
   // The msync and the commit run under this inode's lock only (pool.h).
@@ -217,18 +219,18 @@ absl::Status Pool::Fsync(InodeId ino, bool datasync) {
     const format::InodeRecord rec = in.rec;
     return CommitRecord(ino, in, rec);
   }
-  return region_->health();
+  return pool_.region_->health();
 }
 
-absl::Status Pool::Release(InodeId ino) {
-  if (read_only_) return absl::OkStatus();
+absl::Status DataPath::Release(InodeId ino) {
+  if (pool_.read_only_) return absl::OkStatus();
   std::vector<uint64_t> reclaim;
   absl::Status status;
   {
-    MutexLock ns(&ns_mu_);
-    Inode* in = Find(ino);
+    MutexLock ns(&pool_.ns_mu_);
+    Inode* in = pool_.Find(ino);
     if (in == nullptr || in->reclaiming) return absl::OkStatus();
-    Edit e(*this);
+    Edit e(pool_);
     const format::InodeRecord& r = e.View(ino);  // locks the inode
     // msync mode, bytes not yet synced: any commit of the record would msync them, and
     // a close promises no durability (only fsync does). All is left to fsync; a later
@@ -237,7 +239,7 @@ absl::Status Pool::Release(InodeId ino) {
     const bool dirty = in->size_dirty || in->mtime_dirty;
     const bool trim = r.type == format::InodeType::kRegular &&
                       !(r.flags & (format::kInodeFlagSegment | format::kInodeFlagPreallocated));
-    if (trim) space_.TrimBlocks(e, ino, 0);
+    if (trim) pool_.space_.TrimBlocks(e, ino, 0);
     if (!e.reclaim().empty() || dirty) {
       e.Rec(ino);
       status = e.Commit();
@@ -246,27 +248,27 @@ absl::Status Pool::Release(InodeId ino) {
   }
   // On a failed commit the carriers were never applied: the edit gave their inode
   // numbers back, and the file keeps its blocks.
-  space_.ReclaimAll(reclaim);
+  pool_.space_.ReclaimAll(reclaim);
   return status;
 }
 
-absl::Status Pool::FsyncDir(InodeId ino) {
-  counters_.fsyncdirs.fetch_add(1, std::memory_order_relaxed);
+absl::Status DataPath::FsyncDir(InodeId ino) {
+  pool_.counters_.fsyncdirs.fetch_add(1, std::memory_order_relaxed);
   {
-    ReaderMutexLock l(&mu_);
-    auto in = Get(ino);
+    ReaderMutexLock l(&pool_.mu_);
+    auto in = pool_.Get(ino);
     if (!in.ok()) return in.status();
   }
   // Directory changes were committed (durably) when they were made, unless a persist
   // has failed since.
-  return region_->health();
+  return pool_.region_->health();
 }
 
-absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags) {
-  if (absl::Status s = Writable(); !s.ok()) return s;
+absl::Status DataPath::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags) {
+  if (absl::Status s = pool_.Writable(); !s.ok()) return s;
   if (flags & ~kFallocateKeepSize) return PosixError("fallocate mode", EOPNOTSUPP);
   if (length == 0) return PosixError("fallocate of 0 bytes", EINVAL);
-  const uint64_t max_bytes = sb_.data_blocks * kBlockSize;
+  const uint64_t max_bytes = pool_.sb_.data_blocks * kBlockSize;
   if (offset > max_bytes || length > max_bytes - offset) {
     return PosixError("fallocate beyond the pool", EFBIG);
   }
@@ -274,16 +276,16 @@ absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint
     std::vector<uint64_t> reclaim;
     absl::Status status;
     {
-      MutexLock ns(&ns_mu_);
-      auto inr = Get(ino);
+      MutexLock ns(&pool_.ns_mu_);
+      auto inr = pool_.Get(ino);
       if (!inr.ok()) return inr.status();
       if ((*inr)->reclaiming) return PosixError(absl::StrCat("inode ", ino), ESTALE);
-      Edit e(*this);
+      Edit e(pool_);
       format::InodeRecord& r = e.Rec(ino);
       if (r.type == format::InodeType::kDirectory) return PosixError("fallocate", EISDIR);
       if (r.type != format::InodeType::kRegular) return PosixError("fallocate", ENODEV);
       const uint64_t had = AllocatedBlocks(r);
-      status = space_.Grow(r, offset + length, e.allocated());
+      status = pool_.space_.Grow(r, offset + length, e.allocated());
       if (status.ok()) {
         if (!(flags & kFallocateKeepSize) && offset + length > r.size) {
           r.size = offset + length;
@@ -294,7 +296,7 @@ absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint
         }
         // What was asked for, not Grow's allowance for further growth.
         if (!(r.flags & format::kInodeFlagSegment)) {
-          space_.TrimBlocks(e, ino, std::max(had, BlocksFor(offset + length)));
+          pool_.space_.TrimBlocks(e, ino, std::max(had, BlocksFor(offset + length)));
         }
         status = e.Commit();
         if (!status.ok()) return status;
@@ -303,10 +305,10 @@ absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint
     }
     if (!status.ok()) {
       // Blocks being zeroed count as free (Statfs): wait for them rather than fail.
-      if (ErrnoFromStatus(status) == ENOSPC && space_.AwaitReclaims()) continue;
+      if (ErrnoFromStatus(status) == ENOSPC && pool_.space_.AwaitReclaims()) continue;
       return status;
     }
-    space_.ReclaimAll(reclaim);
+    pool_.space_.ReclaimAll(reclaim);
     return absl::OkStatus();
   }
 }

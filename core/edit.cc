@@ -1,11 +1,14 @@
 // Edit: one metadata change, built from copies, committed, then applied
 // (pool.h: "Apply after commit").
+#include "core/edit.h"
+
 #include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/pool.h"
 #include "core/status.h"
+#include "core/validate.h"
 
 namespace walfs::core {
 
@@ -116,7 +119,7 @@ absl::Status Edit::Commit() {
   for (auto& [ino, c] : recs_) {
     // msync mode: a record never becomes durable ahead of the bytes it covers. The
     // dirty range is where the live record's extents put it.
-    if (c.in != nullptr) pool_.FlushDirty(*c.in);
+    if (c.in != nullptr) pool_.data_.FlushDirty(*c.in);
     txn.PutInode(sb, ino, c.rec);
   }
   for (uint64_t ino : freed_) txn.FreeInode(sb, ino);

@@ -36,6 +36,12 @@ inline uint64_t AllocatedBlocks(const format::InodeRecord& rec) {
   return n;
 }
 
+// Sets ctime (and mtime if asked) to now, in a record being built.
+inline void Touch(format::InodeRecord& r, bool mtime) {
+  r.ctime_ns = NowNs();
+  if (mtime) r.mtime_ns = r.ctime_ns;
+}
+
 // One live (or orphaned) inode. `rec` is the image the next commit writes; it changes in
 // exactly two ways (docs/design/engine.md): an Edit's apply (any field; under Inode::mu
 // and the table lock, after the commit) and DataPath::SetDataFields (size, times, set-id

@@ -54,9 +54,10 @@ absl::StatusOr<size_t> DataPath::Read(InodeId ino, uint64_t offset, absl::Span<c
     if (in.gone) return PosixError(absl::StrCat("inode ", ino), ESTALE);
     if (offset < r.size) {
       n = std::min<uint64_t>(out.size(), r.size - offset);
-      ForEachRun(pool_.sb_.data_offset, r, offset, n, [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
-        std::memcpy(out.data() + pos, pool_.region_->data() + pool_off, len);
-      });
+      ForEachRun(pool_.sb_.data_offset, r, offset, n,
+                 [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
+                   std::memcpy(out.data() + pos, pool_.region_->data() + pool_off, len);
+                 });
     }
     touch = !pool_.read_only_ && AtimeDue(r, NowNs());
   }
@@ -66,8 +67,9 @@ absl::StatusOr<size_t> DataPath::Read(InodeId ino, uint64_t offset, absl::Span<c
     MutexLock il(&in.mu);
     const int64_t now = NowNs();
     if (AtimeDue(in.rec, now)) {
-      in.rec.atime_ns = now;
-      in.mtime_dirty = true;
+      format::InodeRecord next = in.rec;
+      next.atime_ns = now;
+      SetDataFields(in, next);
     }
   }
   pool_.counters_.reads.fetch_add(1, std::memory_order_relaxed);
@@ -76,7 +78,7 @@ absl::StatusOr<size_t> DataPath::Read(InodeId ino, uint64_t offset, absl::Span<c
 }
 
 absl::StatusOr<size_t> DataPath::Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
-                                   bool sync, bool clear_setid, bool* setid_cleared) {
+                                       bool sync, bool clear_setid, bool* setid_cleared) {
   if (absl::Status s = pool_.Writable(); !s.ok()) return s;
   const uint64_t len = data.size();
   if (len == 0) return 0;
@@ -99,14 +101,15 @@ absl::StatusOr<size_t> DataPath::Write(InodeId ino, uint64_t offset, absl::Span<
       if (in.gone) return PosixError(absl::StrCat("inode ", ino), ESTALE);
       if (AllocatedBlocks(in.rec) * kBlockSize >= end) {
         const uint64_t old_size = in.rec.size;
-        ForEachRun(pool_.sb_.data_offset, in.rec, offset, len, [&](uint64_t pool_off, uint64_t n, uint64_t pos) {
-          const char* src = data.data() + pos;
-          // Zero elision: allocated bytes past EOF already read as zero (format.h), so
-          // PostgreSQL's zero-fill of a new segment costs no stores.
-          if (pool_.zero_elision_ && offset + pos >= old_size && AllZero(src, n)) return;
-          pool_.region_->Store(pool_off, src, n);
-          if (persist) pool_.region_->Flush(pool_off, n);
-        });
+        ForEachRun(pool_.sb_.data_offset, in.rec, offset, len,
+                   [&](uint64_t pool_off, uint64_t n, uint64_t pos) {
+                     const char* src = data.data() + pos;
+                     // Zero elision: allocated bytes past EOF already read as zero (format.h), so
+                     // PostgreSQL's zero-fill of a new segment costs no stores.
+                     if (pool_.zero_elision_ && offset + pos >= old_size && AllZero(src, n)) return;
+                     pool_.region_->Store(pool_off, src, n);
+                     if (persist) pool_.region_->Flush(pool_off, n);
+                   });
         // The record after this write: committed first where the write promises
         // durability, and only then made the in-memory record.
         format::InodeRecord next = in.rec;
@@ -163,7 +166,8 @@ absl::StatusOr<size_t> DataPath::Write(InodeId ino, uint64_t offset, absl::Span<
         if (!s.ok()) return s;
       }
     }
-    if (!grown.ok() && (ErrnoFromStatus(grown) != ENOSPC || !pool_.space_.AwaitReclaims())) return grown;
+    if (!grown.ok() && (ErrnoFromStatus(grown) != ENOSPC || !pool_.space_.AwaitReclaims()))
+      return grown;
   }
 }
 

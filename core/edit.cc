@@ -50,7 +50,7 @@ format::InodeRecord& Edit::Rec(uint64_t ino) {
 }
 
 absl::StatusOr<uint64_t> Edit::NewInode(format::InodeType type, uint32_t mode,
-                                              const Caller& c) {
+                                        const Caller& c) {
   uint64_t ino;
   if (!pool_.space_.free_inodes_.empty()) {
     ino = pool_.space_.free_inodes_.back();
@@ -92,7 +92,7 @@ absl::StatusOr<uint64_t> Edit::NewSlot() {
 }
 
 void Edit::SetDirent(uint64_t slot, uint64_t parent, uint64_t child,
-                           std::string_view name) {
+                     std::string_view name) {
   dirents_.emplace_back(slot, Dirent{parent, child, std::string(name)});
 }
 

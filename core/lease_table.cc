@@ -53,9 +53,10 @@ absl::StatusOr<Lease> LeaseTable::GrantLease(InodeId ino, LeaseUse use) {
   for (uint32_t i = 0; i < in.rec.extent_count && file_pos < end; ++i) {
     const format::Extent& e = in.rec.extents[i];
     const uint64_t n = std::min(e.count * format::kBlockSize, end - file_pos);
-    lease.runs.push_back(LeaseRun{.file_offset = file_pos,
-                                  .pool_offset = pool_.sb_.data_offset + e.block * format::kBlockSize,
-                                  .length = n});
+    lease.runs.push_back(
+        LeaseRun{.file_offset = file_pos,
+                 .pool_offset = pool_.sb_.data_offset + e.block * format::kBlockSize,
+                 .length = n});
     file_pos += n;
   }
   // A read lease pins nothing: its holder copies out under the stamp check before and

@@ -38,9 +38,9 @@ uint32_t DirentType(format::InodeType t) {
 }  // namespace
 
 absl::StatusOr<std::pair<uint64_t, uint64_t>> Namespace::NewEntry(Edit& e, InodeId parent,
-                                                            format::InodeType type,
-                                                            uint32_t mode,
-                                                            const Caller& caller) {
+                                                                  format::InodeType type,
+                                                                  uint32_t mode,
+                                                                  const Caller& caller) {
   auto slot = e.NewSlot();
   if (!slot.ok()) return slot.status();
   auto ino = NewEntryInode(e, parent, type, mode, caller);
@@ -49,7 +49,7 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> Namespace::NewEntry(Edit& e, Inode
 }
 
 absl::StatusOr<uint64_t> Namespace::NewEntryInode(Edit& e, InodeId parent, format::InodeType type,
-                                             uint32_t mode, const Caller& caller) {
+                                                  uint32_t mode, const Caller& caller) {
   // A set-group-ID directory gives new entries its group, and new subdirectories the
   // bit itself (POSIX; on FUSE the kernel leaves both to the file system).
   Caller owner = caller;
@@ -62,7 +62,7 @@ absl::StatusOr<uint64_t> Namespace::NewEntryInode(Edit& e, InodeId parent, forma
 }
 
 absl::StatusOr<Attr> Namespace::CommitEntry(Edit& e, InodeId parent, std::string_view name,
-                                       uint64_t slot, uint64_t ino) {
+                                            uint64_t slot, uint64_t ino) {
   e.SetDirent(slot, parent, ino, name);
   Touch(e.Rec(parent), true);
   const format::InodeRecord& rec = e.Rec(ino);
@@ -140,16 +140,17 @@ absl::StatusOr<Attr> Namespace::GetAttr(InodeId ino) {
 }
 
 absl::StatusOr<Attr> Namespace::Create(InodeId parent, std::string_view name, uint32_t mode,
-                                  const Caller& caller, bool exclusive) {
+                                       const Caller& caller, bool exclusive) {
   absl::StatusOr<Attr> result = CreateOnce(parent, name, mode, caller, exclusive);
-  while (!result.ok() && ErrnoFromStatus(result.status()) == ENOSPC && pool_.space_.AwaitReclaims()) {
+  while (!result.ok() && ErrnoFromStatus(result.status()) == ENOSPC &&
+         pool_.space_.AwaitReclaims()) {
     result = CreateOnce(parent, name, mode, caller, exclusive);
   }
   return result;
 }
 
 absl::StatusOr<Attr> Namespace::CreateOnce(InodeId parent, std::string_view name, uint32_t mode,
-                                      const Caller& caller, bool exclusive) {
+                                           const Caller& caller, bool exclusive) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = pool_.Writable(); !s.ok()) return s;
   MutexLock ns(&pool_.ns_mu_);
@@ -179,7 +180,7 @@ absl::StatusOr<Attr> Namespace::CreateOnce(InodeId parent, std::string_view name
 }
 
 absl::StatusOr<Attr> Namespace::Mkdir(InodeId parent, std::string_view name, uint32_t mode,
-                                 const Caller& caller) {
+                                      const Caller& caller) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = pool_.Writable(); !s.ok()) return s;
   MutexLock ns(&pool_.ns_mu_);
@@ -195,7 +196,7 @@ absl::StatusOr<Attr> Namespace::Mkdir(InodeId parent, std::string_view name, uin
 }
 
 absl::StatusOr<Attr> Namespace::Symlink(InodeId parent, std::string_view name,
-                                   std::string_view target, const Caller& caller) {
+                                        std::string_view target, const Caller& caller) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = pool_.Writable(); !s.ok()) return s;
   if (target.empty()) return PosixError("symlink target", ENOENT);
@@ -262,7 +263,7 @@ absl::StatusOr<Attr> Namespace::Symlink(InodeId parent, std::string_view name,
 }
 
 absl::StatusOr<Attr> Namespace::Mknod(InodeId parent, std::string_view name, uint32_t mode,
-                                 uint64_t rdev, const Caller& caller) {
+                                      uint64_t rdev, const Caller& caller) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = pool_.Writable(); !s.ok()) return s;
   format::InodeType type;
@@ -294,8 +295,9 @@ absl::StatusOr<std::string> Namespace::Readlink(InodeId ino) {
   const auto& r = (*in)->rec;
   if (r.type != format::InodeType::kSymlink) return PosixError("readlink", EINVAL);
   if (r.extent_count == 1) {  // out of line (format.h)
-    return std::string(pool_.region_->data() + pool_.sb_.data_offset + r.extents[0].block * format::kBlockSize,
-                       r.size);
+    return std::string(
+        pool_.region_->data() + pool_.sb_.data_offset + r.extents[0].block * format::kBlockSize,
+        r.size);
   }
   return std::string(reinterpret_cast<const char*>(r.extents), r.size);
 }
@@ -386,7 +388,7 @@ absl::Status Namespace::Rmdir(InodeId parent, std::string_view name) {
 }
 
 absl::Status Namespace::Rename(InodeId parent, std::string_view name, InodeId new_parent,
-                          std::string_view new_name, uint32_t flags) {
+                               std::string_view new_name, uint32_t flags) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   if (absl::Status s = ValidateName(new_name); !s.ok()) return s;
   if ((flags & kRenameNoReplace) && (flags & kRenameExchange)) {
@@ -539,7 +541,7 @@ absl::StatusOr<Attr> Namespace::Setattr(InodeId ino, const SetattrRequest& reque
 }
 
 absl::Status Namespace::Readdir(InodeId ino, uint64_t cookie,
-                           const std::function<bool(const DirEntry&)>& fn) {
+                                const std::function<bool(const DirEntry&)>& fn) {
   ReaderMutexLock l(&pool_.mu_);
   auto dir = pool_.Get(ino);
   if (!dir.ok()) return dir.status();

@@ -150,11 +150,12 @@ absl::Status Pool::LoadInodes(const absl::flat_hash_map<uint64_t, const char*>& 
         return absl::DataLossError(
             absl::StrCat("inode ", ino, " (offset ", off, "): ", s.message()));
       }
-      if (x.block < space_.guard_.uninit_end() && x.block + x.count > space_.guard_.uninit_begin()) {
-        return absl::DataLossError(absl::StrCat(
-            "inode ", ino, " (offset ", off, "): extent [", x.block, ", +", x.count,
-            ") lies in the range no file has used since mkfs (blocks ", space_.guard_.uninit_begin(),
-            "..", space_.guard_.uninit_end(), ")"));
+      if (x.block < space_.guard_.uninit_end() &&
+          x.block + x.count > space_.guard_.uninit_begin()) {
+        return absl::DataLossError(
+            absl::StrCat("inode ", ino, " (offset ", off, "): extent [", x.block, ", +", x.count,
+                         ") lies in the range no file has used since mkfs (blocks ",
+                         space_.guard_.uninit_begin(), "..", space_.guard_.uninit_end(), ")"));
       }
     }
     space_.next_generation_ = std::max(space_.next_generation_, rec.generation + 1);

@@ -179,8 +179,8 @@ uint64_t Space::VerifyFreeSpaceAhead(uint64_t max_blocks) {
   if (span.empty()) return 0;
   // Unlocked: blocks allocated meanwhile are verified by their Prepare and are no longer
   // marked by AheadDone (pool_state.h).
-  const uint64_t bad = FreeSpaceGuard::FirstNonZero(*pool_.region_, pool_.sb_.data_offset, span.begin,
-                                                    span.end);
+  const uint64_t bad =
+      FreeSpaceGuard::FirstNonZero(*pool_.region_, pool_.sb_.data_offset, span.begin, span.end);
   MutexLock l(&pool_.ns_mu_);
   guard_.AheadDone(span, bad);
   PublishVerified();
@@ -249,7 +249,7 @@ absl::Status Space::GrowDataArea(uint64_t new_blocks) {
 }
 
 absl::Status Space::Grow(format::InodeRecord& r, uint64_t bytes,
-                        std::vector<format::Extent>& taken) {
+                         std::vector<format::Extent>& taken) {
   const uint64_t have = AllocatedBlocks(r);
   const uint64_t need = BlocksFor(bytes);
   if (need <= have) return absl::OkStatus();
@@ -387,9 +387,10 @@ absl::StatusOr<Space::ZeroTail> Space::Truncate(Edit& e, uint64_t ino, uint64_t 
 
 void Space::ZeroFileRange(const format::InodeRecord& rec, ZeroTail t) {
   if (t.to <= t.from) return;
-  ForEachRun(pool_.sb_.data_offset, rec, t.from, t.to - t.from, [&](uint64_t pool_off, uint64_t n, uint64_t) {
-    ZeroUnlessZero(*pool_.region_, pool_off, n);
-  });
+  ForEachRun(pool_.sb_.data_offset, rec, t.from, t.to - t.from,
+             [&](uint64_t pool_off, uint64_t n, uint64_t) {
+               ZeroUnlessZero(*pool_.region_, pool_off, n);
+             });
   pool_.region_->Drain();
 }
 

@@ -1,4 +1,5 @@
-// DataPath: read, write, fsync, fallocate and release of files (data_path.h).
+// DataPath: read, write, fsync, fallocate and release of files (data_path.h). Outside an
+// Edit it changes only size, times and set-id bits (SetDataFields, CommitRecord).
 //
 // Durability of writes (POSTGRES_CONTRACT.md §3):
 //  - kPmem: bytes are copied with non-temporal stores and drained before Write returns;

@@ -1,5 +1,5 @@
-// Edit: one metadata change, built from copies, committed, then applied
-// (pool.h: "Apply after commit").
+// Edit: one metadata change, built from copies, committed, then applied (pool.h: "Apply
+// after commit"). The only writer of the tables after open; stores no file data.
 #include "core/edit.h"
 
 #include <algorithm>

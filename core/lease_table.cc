@@ -1,4 +1,5 @@
-// LeaseTable: granting and releasing direct-access leases (lease_table.h).
+// LeaseTable: granting and releasing direct-access leases (lease_table.h). The only
+// writer of Inode::leases and leased_size; a record changes only through an Edit.
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"

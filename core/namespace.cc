@@ -1,4 +1,5 @@
-// Namespace: names, links, directories and attributes (namespace.h).
+// Namespace: names, links, directories and attributes (namespace.h). Changes them only
+// through Edits; stores no file data but an out-of-line symlink target.
 //
 // Each operation validates everything under the namespace lock, builds its new records
 // from copies in one Edit, commits it, and only then changes the in-memory state: the

@@ -1,4 +1,5 @@
-// Pool: the coordinator's lookups, counters and close (open: pool_open.cc).
+// Pool: the coordinator's table lookups, counters and close (open: pool_open.cc).
+// Close commits what files still hold dirty through Edits; nothing here writes a table.
 #include "core/pool.h"
 
 #include <algorithm>

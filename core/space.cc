@@ -1,4 +1,5 @@
 // Space: allocation, the free-space guard, reclaim and the free counts (space.h).
+// May not change the namespace, nor a live record but through the caller's Edit.
 #include "core/space.h"
 
 #include <algorithm>

@@ -1,4 +1,5 @@
-// StateLog: the one path from a built transaction to the journal (state_log.h).
+// StateLog: the one path from a built transaction to the journal (state_log.h). Writes
+// only through Journal; reads no table.
 #include "core/state_log.h"
 
 #include <utility>

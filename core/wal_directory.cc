@@ -1,4 +1,5 @@
-// WalDirectory: each call sent to the piece of the engine that owns it (core/pool.h).
+// WalDirectory: each call sent to the piece of the engine that owns it (core/pool.h),
+// and the sizing helpers. Holds no state of its own and takes no lock.
 #include "core/wal_directory.h"
 
 #include <algorithm>

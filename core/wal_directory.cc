@@ -26,6 +26,7 @@ DurabilityMode WalDirectory::mode() const { return pool_->mode(); }
 const format::Superblock& WalDirectory::superblock() const { return pool_->superblock(); }
 const PersistentRegion& WalDirectory::region() const { return pool_->region(); }
 
+// Namespace (namespace.h).
 absl::StatusOr<Attr> WalDirectory::Lookup(InodeId parent, std::string_view name) {
   return pool_->names().Lookup(parent, name);
 }
@@ -68,6 +69,12 @@ absl::Status WalDirectory::Rename(InodeId parent, std::string_view name, InodeId
                                   std::string_view new_name, uint32_t flags) {
   return pool_->names().Rename(parent, name, new_parent, new_name, flags);
 }
+absl::Status WalDirectory::Readdir(InodeId ino, uint64_t cookie,
+                                   const std::function<bool(const DirEntry&)>& fn) {
+  return pool_->names().Readdir(ino, cookie, fn);
+}
+
+// DataPath (data_path.h).
 absl::StatusOr<size_t> WalDirectory::Read(InodeId ino, uint64_t offset,
                                           absl::Span<char> out) {
   return pool_->data().Read(ino, offset, out);
@@ -86,16 +93,16 @@ absl::Status WalDirectory::Fallocate(InodeId ino, uint64_t offset, uint64_t leng
   return pool_->data().Fallocate(ino, offset, length, flags);
 }
 absl::Status WalDirectory::Release(InodeId ino) { return pool_->data().Release(ino); }
-absl::Status WalDirectory::Readdir(InodeId ino, uint64_t cookie,
-                                   const std::function<bool(const DirEntry&)>& fn) {
-  return pool_->names().Readdir(ino, cookie, fn);
-}
+
+// Space (space.h).
 FsStats WalDirectory::Statfs() { return pool_->space().Statfs(); }
 uint64_t WalDirectory::VerifyFreeSpaceAhead(uint64_t max_blocks) {
   return pool_->space().VerifyFreeSpaceAhead(max_blocks);
 }
 
 bool WalDirectory::FreeSpaceKnownZero() const { return pool_->space().free_space_zero().load(); }
+
+// LeaseTable (lease_table.h).
 absl::StatusOr<Lease> WalDirectory::AcquireLease(InodeId ino, bool renew) {
   return pool_->leases().AcquireLease(ino, renew);
 }

@@ -51,22 +51,15 @@ format::InodeRecord& Edit::Rec(uint64_t ino) {
 
 absl::StatusOr<uint64_t> Edit::NewInode(format::InodeType type, uint32_t mode,
                                         const Caller& c) {
-  uint64_t ino;
-  if (!pool_.space_.free_inodes_.empty()) {
-    ino = pool_.space_.free_inodes_.back();
-    pool_.space_.free_inodes_.pop_back();
-  } else if (pool_.space_.inode_high_ < pool_.sb_.inode_count) {
-    ino = pool_.space_.TakeFreshSlot(pool_.space_.inode_high_, pool_.sb_.inode_table_offset,
-                              format::kInodeSize);
-  } else {
-    return PosixError("no free inodes", ENOSPC);
-  }
+  auto taken = pool_.space_.TakeInode();
+  if (!taken.ok()) return taken.status();
+  const uint64_t ino = *taken;
   // A dropped edit puts it on the free list either way (a fresh slot is zero).
   new_inodes_.push_back(ino);
   format::InodeRecord r{};
   r.state = format::InodeState::kLive;
   r.type = type;
-  r.generation = pool_.space_.next_generation_++;
+  r.generation = pool_.space_.NextGeneration();
   r.mode = TypeBits(type) | (mode & 07777);
   r.uid = c.uid;
   r.gid = c.gid;
@@ -77,18 +70,10 @@ absl::StatusOr<uint64_t> Edit::NewInode(format::InodeType type, uint32_t mode,
 }
 
 absl::StatusOr<uint64_t> Edit::NewSlot() {
-  uint64_t slot;
-  if (!pool_.space_.free_slots_.empty()) {
-    slot = pool_.space_.free_slots_.back();
-    pool_.space_.free_slots_.pop_back();
-  } else if (pool_.space_.dirent_high_ < pool_.sb_.dirent_count) {
-    slot = pool_.space_.TakeFreshSlot(pool_.space_.dirent_high_, pool_.sb_.dirent_table_offset,
-                               format::kDirentSize);
-  } else {
-    return PosixError("directory entry table is full", ENOSPC);
-  }
-  new_slots_.push_back(slot);
-  return slot;
+  auto slot = pool_.space_.TakeSlot();
+  if (!slot.ok()) return slot.status();
+  new_slots_.push_back(*slot);
+  return *slot;
 }
 
 void Edit::SetDirent(uint64_t slot, uint64_t parent, uint64_t child,
@@ -108,8 +93,8 @@ void Edit::FreeInode(uint64_t ino) {
 
 absl::Status Edit::Commit() {
   const format::Superblock& sb = pool_.sb_;
-  // The pool's pending frees ride with this commit (Pool::pending_frees_).
-  carried_frees_.swap(pool_.space_.pending_frees_);
+  // The pool's pending frees ride with this commit (Space::Reclaim).
+  carried_frees_ = pool_.space_.TakePendingFrees();
   const size_t own_released = released_.size();
   for (uint64_t ino : carried_frees_) FreeInode(ino);
   for (size_t i = own_released; i < released_.size(); ++i) {
@@ -192,27 +177,26 @@ void Edit::Apply() {
   }
   // Allocation state (ns_mu_ only): slots and inodes this edit freed become reusable.
   for (const auto& [slot, d] : dirents_) {
-    if (!d) pool_.space_.free_slots_.push_back(slot);
+    if (!d) pool_.space_.ReturnSlot(slot);
   }
-  for (uint64_t ino : freed_) pool_.space_.free_inodes_.push_back(ino);
-  for (const format::Extent& e : released_) pool_.space_.alloc_.Release(e);
+  for (uint64_t ino : freed_) pool_.space_.ReturnInode(ino);
+  for (const format::Extent& e : released_) pool_.space_.ReturnBlocks(e);
   pool_.space_.PublishFree();
   // Now the allocator's (Statfs may count them twice for this instant, never not at all).
-  pool_.space_.pending_free_blocks_.fetch_sub(carried_free_blocks_);
+  pool_.space_.PendingFreesApplied(carried_free_blocks_);
 }
 
 void Edit::Abort() {
   // Blocks Grow took were free (so zero) and nobody stored into them: the records naming
   // them were never applied.
-  for (const format::Extent& e : allocated_) pool_.space_.alloc_.Release(e);
+  for (const format::Extent& e : allocated_) pool_.space_.ReturnBlocks(e);
   allocated_.clear();
-  for (uint64_t ino : new_inodes_) pool_.space_.free_inodes_.push_back(ino);
+  for (uint64_t ino : new_inodes_) pool_.space_.ReturnInode(ino);
   new_inodes_.clear();
-  for (uint64_t slot : new_slots_) pool_.space_.free_slots_.push_back(slot);
+  for (uint64_t slot : new_slots_) pool_.space_.ReturnSlot(slot);
   new_slots_.clear();
   // Still zeroed orphans, for the next commit to free.
-  pool_.space_.pending_frees_.insert(pool_.space_.pending_frees_.end(), carried_frees_.begin(),
-                              carried_frees_.end());
+  pool_.space_.ReturnPendingFrees(carried_frees_);
   carried_frees_.clear();
 }
 

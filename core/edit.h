@@ -1,7 +1,7 @@
 // Edit: one metadata change (LevelDB's VersionEdit): built under the namespace lock from
 // copies of records, logged in one journal transaction (StateLog::Commit), then applied to
-// the in-memory tables. The only writer of the inode table's structure, the directory
-// entries and the free lists. May not store into file data, nor commit without applying.
+// the in-memory tables, their only writer after open; numbers and blocks come from Space
+// and go back to it. May not store into file data, nor commit without applying.
 #ifndef WALFS_CORE_EDIT_H_
 #define WALFS_CORE_EDIT_H_
 

@@ -40,6 +40,30 @@ absl::StatusOr<format::Extent> Space::TakeBlock(Edit& e) {
   return *b;
 }
 
+absl::StatusOr<uint64_t> Space::TakeInode() {
+  if (!free_inodes_.empty()) {
+    const uint64_t ino = free_inodes_.back();
+    free_inodes_.pop_back();
+    return ino;
+  }
+  if (inode_high_ < pool_.sb_.inode_count) {
+    return TakeFreshSlot(inode_high_, pool_.sb_.inode_table_offset, format::kInodeSize);
+  }
+  return PosixError("no free inodes", ENOSPC);
+}
+
+absl::StatusOr<uint64_t> Space::TakeSlot() {
+  if (!free_slots_.empty()) {
+    const uint64_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    return slot;
+  }
+  if (dirent_high_ < pool_.sb_.dirent_count) {
+    return TakeFreshSlot(dirent_high_, pool_.sb_.dirent_table_offset, format::kDirentSize);
+  }
+  return PosixError("directory entry table is full", ENOSPC);
+}
+
 bool Space::HasFreeSlot() const {
   return !free_slots_.empty() || dirent_high_ < pool_.sb_.dirent_count;
 }

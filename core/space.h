@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -71,6 +72,25 @@ class Space {
   // committed first (they are free for Statfs, but not yet for the allocator).
   bool AwaitReclaims();
 
+  // What an Edit takes while it is built and gives back when it is dropped (or, for what
+  // it freed, once it is applied). TakeInode and TakeSlot: a free number, or the next
+  // never-used one (TakeFreshSlot); ENOSPC when there is none.
+  absl::StatusOr<uint64_t> TakeInode();
+  absl::StatusOr<uint64_t> TakeSlot();
+  uint64_t NextGeneration() { return next_generation_++; }
+  void ReturnInode(uint64_t ino) { free_inodes_.push_back(ino); }
+  void ReturnSlot(uint64_t slot) { free_slots_.push_back(slot); }
+  void ReturnBlocks(const format::Extent& e) { alloc_.Release(e); }
+  // The pending frees (Reclaim), all of them, for the commit that frees their records;
+  // given back by an edit whose commit did not happen.
+  std::vector<uint64_t> TakePendingFrees() { return std::exchange(pending_frees_, {}); }
+  void ReturnPendingFrees(const std::vector<uint64_t>& inos) {
+    pending_frees_.insert(pending_frees_.end(), inos.begin(), inos.end());
+  }
+  // The commit that carried pending frees of `blocks` blocks was applied: the allocator
+  // counts them now.
+  void PendingFreesApplied(uint64_t blocks) { pending_free_blocks_.fetch_sub(blocks); }
+
   // Lock-free: the counts published by PublishFree.
   FsStats Statfs() const;
   // Publishes the free counts Statfs reports (after every change of them).
@@ -95,7 +115,6 @@ class Space {
   bool grown() const { return grown_.load(); }
 
  private:
-  friend class Edit;  // takes and returns numbers and blocks
   friend class Pool;  // loads the free lists and marks at open
 
   // The next never-used table slot (PoolState's inode_high / dirent_high), zeroed on media

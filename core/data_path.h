@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -40,19 +41,21 @@ class DataPath {
   // msync mode: persists the file bytes written to `in` and not yet durable. Under
   // in.mu; an Edit calls it before it commits the inode's record, so that a record never
   // becomes durable ahead of the bytes it covers.
-  void FlushDirty(Inode& in);
+  void FlushDirty(Inode& in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(in.mu);
 
  private:
   // The one writer of the data-path fields of Inode::rec (size, mtime, ctime, atime and
   // the set-id bits of mode): copies them from `next` and marks them not yet committed.
   // Under in.mu. (An Edit's apply replaces the whole record, under in.mu too.)
-  void SetDataFields(Inode& in, const format::InodeRecord& next);
+  void SetDataFields(Inode& in, const format::InodeRecord& next)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(in.mu);
   // The data path's record update: syncs `in`'s dirty bytes, commits `rec` as its record
   // in a journal transaction of its own (StateLog::Commit) and, if the commit point was
   // reached, applies the data-path fields (SetDataFields). Under in.mu, without the
   // namespace lock: a write or fsync of one file never waits for a metadata change of
   // another (docs/design/engine.md says why this is not an Edit).
-  absl::Status CommitRecord(uint64_t ino, Inode& in, const format::InodeRecord& rec);
+  absl::Status CommitRecord(uint64_t ino, Inode& in, const format::InodeRecord& rec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(in.mu);
 
   Pool& pool_;
 };

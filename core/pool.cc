@@ -4,18 +4,14 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <cstring>
 #include <ctime>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "core/all_zero.h"
 #include "core/edit.h"
 #include "core/status.h"
-#include "core/validate.h"
 
 namespace walfs::core {
+
 using format::kBlockSize;
 
 int64_t NowNs() {

@@ -41,27 +41,26 @@ absl::StatusOr<format::Extent> Space::TakeBlock(Edit& e) {
 }
 
 absl::StatusOr<uint64_t> Space::TakeInode() {
-  if (!free_inodes_.empty()) {
-    const uint64_t ino = free_inodes_.back();
-    free_inodes_.pop_back();
-    return ino;
-  }
-  if (inode_high_ < pool_.sb_.inode_count) {
-    return TakeFreshSlot(inode_high_, pool_.sb_.inode_table_offset, format::kInodeSize);
-  }
-  return PosixError("no free inodes", ENOSPC);
+  return TakeNumber(free_inodes_, inode_high_, pool_.sb_.inode_count,
+                    pool_.sb_.inode_table_offset, format::kInodeSize, "no free inodes");
 }
 
 absl::StatusOr<uint64_t> Space::TakeSlot() {
-  if (!free_slots_.empty()) {
-    const uint64_t slot = free_slots_.back();
-    free_slots_.pop_back();
-    return slot;
+  return TakeNumber(free_slots_, dirent_high_, pool_.sb_.dirent_count,
+                    pool_.sb_.dirent_table_offset, format::kDirentSize,
+                    "directory entry table is full");
+}
+
+absl::StatusOr<uint64_t> Space::TakeNumber(std::vector<uint64_t>& free, uint64_t& high,
+                                           uint64_t count, uint64_t table_offset,
+                                           uint64_t record_size, std::string_view full) {
+  if (!free.empty()) {
+    const uint64_t n = free.back();
+    free.pop_back();
+    return n;
   }
-  if (dirent_high_ < pool_.sb_.dirent_count) {
-    return TakeFreshSlot(dirent_high_, pool_.sb_.dirent_table_offset, format::kDirentSize);
-  }
-  return PosixError("directory entry table is full", ENOSPC);
+  if (high < count) return TakeFreshSlot(high, table_offset, record_size);
+  return PosixError(full, ENOSPC);
 }
 
 bool Space::HasFreeSlot() const {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -117,6 +118,11 @@ class Space {
  private:
   friend class Pool;  // loads the free lists and marks at open
 
+  // TakeInode and TakeSlot: the last number on `free`, else the next never-used one of a
+  // table of `count` records (TakeFreshSlot); ENOSPC with `full` when there is none.
+  absl::StatusOr<uint64_t> TakeNumber(std::vector<uint64_t>& free, uint64_t& high,
+                                      uint64_t count, uint64_t table_offset,
+                                      uint64_t record_size, std::string_view full);
   // The next never-used table slot (PoolState's inode_high / dirent_high), zeroed on media
   // first if an older pool left bytes there; the mark moves past it with the next commit.
   uint64_t TakeFreshSlot(uint64_t& high, uint64_t table_offset, uint64_t record_size);

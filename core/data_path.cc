@@ -1,4 +1,5 @@
-// Pool: the data path (read, write, fsync) and block allocation for files.
+// DataPath: read, write, fsync, fallocate and release of files (data_path.h). Outside an
+// Edit it changes only size, times and set-id bits (SetDataFields, CommitRecord).
 //
 // Durability of writes (POSTGRES_CONTRACT.md §3):
 //  - kPmem: bytes are copied with non-temporal stores and drained before Write returns;
@@ -19,6 +20,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/all_zero.h"
+#include "core/data_path.h"
+#include "core/edit.h"
 #include "core/pool.h"
 #include "core/status.h"
 
@@ -38,153 +41,8 @@ bool AtimeDue(const format::InodeRecord& r, int64_t now) {
 
 }  // namespace
 
-absl::Status Pool::Grow(format::InodeRecord& r, uint64_t bytes,
-                        std::vector<format::Extent>& taken) {
-  const uint64_t have = AllocatedBlocks(r);
-  const uint64_t need = BlocksFor(bytes);
-  if (need <= have) return absl::OkStatus();
-  if (need > sb_.data_blocks) {
-    return PosixError(absl::StrCat("file of ", bytes, " bytes exceeds the pool"), EFBIG);
-  }
-  const format::InodeRecord before = r;
-  std::vector<format::Extent> mine;  // what this call took, in order
-  const bool segment = (r.flags & format::kInodeFlagSegment) != 0;
-  const uint64_t seg_blocks = sb_.segment_size / kBlockSize;
-  uint64_t missing = need - have;
-  // Only segments may take the reserve (pool.h): another file gets ENOSPC when what it
-  // needs would cut into it, and takes no more than the space outside it ahead.
-  if (!segment && missing > UsableBlocks(false)) {
-    return PosixError(absl::StrCat("no space for ", missing, " more blocks", ReserveNote()),
-                      ENOSPC);
-  }
-  // Segments grow by whole segments; other files by at least what they already have
-  // (doubling), so a file written in small appends needs only a few extents. What a
-  // file holds past its end is given back at release and truncate (TrimBlocks).
-  absl::Status error;
-  if (r.extent_count > 0) {
-    const uint64_t ahead =
-        segment ? missing : std::min(std::max(missing, have), UsableBlocks(false));
-    format::Extent& last = r.extents[r.extent_count - 1];
-    const uint64_t end = last.block + last.count;
-    const uint64_t got = alloc_.ExtendInPlace(last, ahead);
-    if (got > 0) mine.push_back({end, got});
-    missing -= std::min(missing, got);
-    // New blocks are checked (or zeroed) before they are handed out (pool_state.h).
-    if (got > 0) error = PrepareBlocks({end, got});
-  }
-  while (missing > 0 && error.ok()) {
-    if (r.extent_count == format::kMaxExtents) {
-      error = PosixError("file needs more extents than an inode holds (pool fragmented)",
-                         ENOSPC);
-      break;
-    }
-    // Segments from the bottom, other files from the top, so small files do not cut the
-    // runs segments need.
-    const uint64_t total = AllocatedBlocks(r);
-    const uint64_t want = segment ? std::max(missing, seg_blocks)
-                                  : std::max(missing, std::min(total, UsableBlocks(false)));
-    auto take = [&](uint64_t n) {
-      return segment ? alloc_.AllocateLow(n) : alloc_.AllocateHigh(n);
-    };
-    std::optional<format::Extent> e = take(want);
-    if (!e) {
-      // No run that long: the longest run there is, up to `want`. Never just `missing`:
-      // one small extent per write would reach kMaxExtents with most of the pool free.
-      const uint64_t largest = alloc_.LargestRun();
-      if (largest > 0) e = take(std::min(largest, want));
-    }
-    if (!e) {
-      error = PosixError(absl::StrCat("no space for ", missing, " more blocks"), ENOSPC);
-      break;
-    }
-    r.extents[r.extent_count++] = *e;
-    mine.push_back(*e);
-    missing -= std::min(missing, e->count);
-    error = PrepareBlocks(*e);
-  }
-  if (error.ok()) {
-    taken.insert(taken.end(), mine.begin(), mine.end());
-    return error;
-  }
-  for (const format::Extent& e : mine) alloc_.Release(e);
-  r = before;
-  return error;
-}
-
-void Pool::TrimBlocks(Edit& e, uint64_t ino, uint64_t keep) {
-  const format::InodeRecord& cur = e.View(ino);
-  const Inode& in = *Find(ino);
-  // Never below the file's size; leased blocks never change owner (lease.cc).
-  keep = std::max(keep, BlocksFor(cur.size));
-  if (in.leases > 0) keep = std::max(keep, BlocksFor(in.leased_size));
-  if (AllocatedBlocks(cur) <= keep) return;
-  // The blocks go to a carrier orphan in the same transaction, zeroed and freed after
-  // the commit. Without a free inode for the carrier, they stay with the file (zeroed)
-  // and are freed when it is.
-  auto carrier = e.NewInode(format::InodeType::kRegular, 0, Caller{});
-  if (!carrier.ok()) return;
-  format::InodeRecord& r = e.Rec(ino);
-  format::InodeRecord kept = r;
-  format::InodeRecord& freed = e.Rec(*carrier);
-  freed.state = format::InodeState::kOrphan;
-  freed.nlink = 0;
-  freed.extent_count = 0;
-  kept.extent_count = 0;
-  uint64_t pos = 0;
-  for (uint32_t i = 0; i < r.extent_count; ++i) {
-    format::Extent x = r.extents[i];
-    if (pos + x.count <= keep) {
-      kept.extents[kept.extent_count++] = x;
-    } else if (pos >= keep) {
-      freed.extents[freed.extent_count++] = x;
-    } else {
-      const uint64_t head = keep - pos;
-      kept.extents[kept.extent_count++] = {x.block, head};
-      freed.extents[freed.extent_count++] = {x.block + head, x.count - head};
-    }
-    pos += x.count;
-  }
-  for (uint32_t i = kept.extent_count; i < format::kMaxExtents; ++i) kept.extents[i] = {};
-  e.reclaim().push_back(*carrier);
-  r = kept;
-}
-
-absl::StatusOr<Pool::ZeroTail> Pool::Truncate(Edit& e, uint64_t ino, uint64_t size) {
-  format::InodeRecord& r = e.Rec(ino);
-  // A segment keeps its whole extent unless cut below it; any other file is left
-  // holding exactly its size (fallocate's preallocation past EOF included, as on ext4).
-  const bool segment = (r.flags & format::kInodeFlagSegment) != 0;
-  r.flags &= ~format::kInodeFlagPreallocated;
-  if (size > r.size) {
-    absl::Status s = Grow(r, size, e.allocated());
-    if (!s.ok()) return s;
-    r.size = size;  // the grown range is zero (format.h invariant)
-    if (!segment) TrimBlocks(e, ino, BlocksFor(size));
-    return ZeroTail{};
-  }
-  if (size == r.size) {
-    if (!segment) TrimBlocks(e, ino, BlocksFor(size));
-    return ZeroTail{};
-  }
-  const uint64_t old_size = r.size;
-  r.size = size;
-  TrimBlocks(e, ino, BlocksFor(size));
-  // Bytes past the new EOF must read as zero if the file grows again. Zeroed after the
-  // commit (the caller's), so a crash leaves the old size with old bytes or the new size
-  // (recovery re-zeroes past EOF).
-  return ZeroTail{size, std::min(old_size, AllocatedBlocks(r) * kBlockSize)};
-}
-
-void Pool::ZeroFileRange(const format::InodeRecord& rec, ZeroTail t) {
-  if (t.to <= t.from) return;
-  ForEachRun(rec, t.from, t.to - t.from, [&](uint64_t pool_off, uint64_t n, uint64_t) {
-    ZeroUnlessZero(*region_, pool_off, n);
-  });
-  region_->Drain();
-}
-
-absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char> out) {
-  auto pinned = Pin(ino);
+absl::StatusOr<size_t> DataPath::Read(InodeId ino, uint64_t offset, absl::Span<char> out) {
+  auto pinned = pool_.Pin(ino);
   if (!pinned.ok()) return pinned.status();
   Inode& in = **pinned;
   uint64_t n = 0;
@@ -197,11 +55,12 @@ absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char>
     if (in.gone) return PosixError(absl::StrCat("inode ", ino), ESTALE);
     if (offset < r.size) {
       n = std::min<uint64_t>(out.size(), r.size - offset);
-      ForEachRun(r, offset, n, [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
-        std::memcpy(out.data() + pos, region_->data() + pool_off, len);
-      });
+      ForEachRun(pool_.sb_.data_offset, r, offset, n,
+                 [&](uint64_t pool_off, uint64_t len, uint64_t pos) {
+                   std::memcpy(out.data() + pos, pool_.region_->data() + pool_off, len);
+                 });
     }
-    touch = !read_only_ && AtimeDue(r, NowNs());
+    touch = !pool_.read_only_ && AtimeDue(r, NowNs());
   }
   if (touch) {
     // relatime: at most once per change of the file (or per day), and committed with the
@@ -209,27 +68,28 @@ absl::StatusOr<size_t> Pool::Read(InodeId ino, uint64_t offset, absl::Span<char>
     MutexLock il(&in.mu);
     const int64_t now = NowNs();
     if (AtimeDue(in.rec, now)) {
-      in.rec.atime_ns = now;
-      in.mtime_dirty = true;
+      format::InodeRecord next = in.rec;
+      next.atime_ns = now;
+      SetDataFields(in, next);
     }
   }
-  counters_.reads.fetch_add(1, std::memory_order_relaxed);
-  counters_.read_bytes.fetch_add(n, std::memory_order_relaxed);
+  pool_.counters_.reads.fetch_add(1, std::memory_order_relaxed);
+  pool_.counters_.read_bytes.fetch_add(n, std::memory_order_relaxed);
   return n;
 }
 
-absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
-                                   bool sync, bool clear_setid, bool* setid_cleared) {
-  if (absl::Status s = Writable(); !s.ok()) return s;
+absl::StatusOr<size_t> DataPath::Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
+                                       bool sync, bool clear_setid, bool* setid_cleared) {
+  if (absl::Status s = pool_.Writable(); !s.ok()) return s;
   const uint64_t len = data.size();
   if (len == 0) return 0;
-  const uint64_t max_bytes = sb_.data_blocks * kBlockSize;
+  const uint64_t max_bytes = pool_.sb_.data_blocks * kBlockSize;
   if (offset > max_bytes || len > max_bytes - offset) {
     return PosixError(absl::StrCat("write at ", offset, " of ", len, " bytes"), EFBIG);
   }
   const uint64_t end = offset + len;
-  const bool persist = mode_ == DurabilityMode::kPmem || sync;
-  auto pinned = Pin(ino);
+  const bool persist = pool_.mode_ == DurabilityMode::kPmem || sync;
+  auto pinned = pool_.Pin(ino);
   if (!pinned.ok()) return pinned.status();
   Inode& in = **pinned;
   for (;;) {
@@ -242,14 +102,15 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
       if (in.gone) return PosixError(absl::StrCat("inode ", ino), ESTALE);
       if (AllocatedBlocks(in.rec) * kBlockSize >= end) {
         const uint64_t old_size = in.rec.size;
-        ForEachRun(in.rec, offset, len, [&](uint64_t pool_off, uint64_t n, uint64_t pos) {
-          const char* src = data.data() + pos;
-          // Zero elision: allocated bytes past EOF already read as zero (format.h), so
-          // PostgreSQL's zero-fill of a new segment costs no stores.
-          if (zero_elision_ && offset + pos >= old_size && AllZero(src, n)) return;
-          region_->Store(pool_off, src, n);
-          if (persist) region_->Flush(pool_off, n);
-        });
+        ForEachRun(pool_.sb_.data_offset, in.rec, offset, len,
+                   [&](uint64_t pool_off, uint64_t n, uint64_t pos) {
+                     const char* src = data.data() + pos;
+                     // Zero elision: allocated bytes past EOF already read as zero (format.h), so
+                     // PostgreSQL's zero-fill of a new segment costs no stores.
+                     if (pool_.zero_elision_ && offset + pos >= old_size && AllZero(src, n)) return;
+                     pool_.region_->Store(pool_off, src, n);
+                     if (persist) pool_.region_->Flush(pool_off, n);
+                   });
         // The record after this write: committed first where the write promises
         // durability, and only then made the in-memory record.
         format::InodeRecord next = in.rec;
@@ -262,8 +123,8 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
         const bool killed = clear_setid && setid != 0;
         if (killed) next.mode &= ~setid;
         if (setid_cleared != nullptr) *setid_cleared = killed;
-        counters_.writes.fetch_add(1, std::memory_order_relaxed);
-        counters_.write_bytes.fetch_add(len, std::memory_order_relaxed);
+        pool_.counters_.writes.fetch_add(1, std::memory_order_relaxed);
+        pool_.counters_.write_bytes.fetch_add(len, std::memory_order_relaxed);
         if (!persist) {
           // msync mode: nothing is durable before an fsync, and the page cache (the
           // mapping) already holds the bytes, so memory runs ahead of the media.
@@ -277,9 +138,9 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
           SetDataFields(in, next);
           return len;
         }
-        region_->Drain();
-        if (absl::Status h = region_->health(); !h.ok()) return h;
-        if (sync) counters_.sync_writes.fetch_add(1, std::memory_order_relaxed);
+        pool_.region_->Drain();
+        if (absl::Status h = pool_.region_->health(); !h.ok()) return h;
+        if (sync) pool_.counters_.sync_writes.fetch_add(1, std::memory_order_relaxed);
         // The size must be durable now; the times within kTimesStalenessNs, so a stream
         // of writes inside the size (WAL) commits at most once per that interval.
         if (next.size != old_size || in.size_dirty || killed ||
@@ -294,23 +155,24 @@ absl::StatusOr<size_t> Pool::Write(InodeId ino, uint64_t offset, absl::Span<cons
     }
     absl::Status grown;
     {
-      MutexLock ns(&ns_mu_);
-      if (Find(ino) != &in || in.reclaiming) {
+      MutexLock ns(&pool_.ns_mu_);
+      if (pool_.Find(ino) != &in || in.reclaiming) {
         return PosixError(absl::StrCat("inode ", ino), ESTALE);
       }
-      Edit e(*this);
+      Edit e(pool_);
       format::InodeRecord& r = e.Rec(ino);
-      grown = Grow(r, end, e.allocated());
+      grown = pool_.space_.Grow(r, end, e.allocated());
       if (grown.ok()) {
         absl::Status s = e.Commit();
         if (!s.ok()) return s;
       }
     }
-    if (!grown.ok() && (ErrnoFromStatus(grown) != ENOSPC || !AwaitReclaims())) return grown;
+    if (!grown.ok() && (ErrnoFromStatus(grown) != ENOSPC || !pool_.space_.AwaitReclaims()))
+      return grown;
   }
 }
 
-void Pool::SetDataFields(Inode& in, const format::InodeRecord& next) {
+void DataPath::SetDataFields(Inode& in, const format::InodeRecord& next) {
   if (next.size != in.rec.size) in.size_dirty = true;
   in.rec.size = next.size;
   in.rec.mtime_ns = next.mtime_ns;
@@ -320,21 +182,21 @@ void Pool::SetDataFields(Inode& in, const format::InodeRecord& next) {
   in.mtime_dirty = true;
 }
 
-void Pool::FlushDirty(Inode& in) {
+void DataPath::FlushDirty(Inode& in) {
   if (in.dirty_hi <= in.dirty_lo) return;
-  ForEachRun(in.rec, in.dirty_lo, in.dirty_hi - in.dirty_lo,
-             [&](uint64_t pool_off, uint64_t n, uint64_t) { region_->Flush(pool_off, n); });
-  region_->Drain();
+  ForEachRun(pool_.sb_.data_offset, in.rec, in.dirty_lo, in.dirty_hi - in.dirty_lo,
+             [&](uint64_t pool_off, uint64_t n, uint64_t) { pool_.region_->Flush(pool_off, n); });
+  pool_.region_->Drain();
   in.dirty_lo = UINT64_MAX;
   in.dirty_hi = 0;
 }
 
-absl::Status Pool::CommitRecord(uint64_t ino, Inode& in, const format::InodeRecord& rec) {
+absl::Status DataPath::CommitRecord(uint64_t ino, Inode& in, const format::InodeRecord& rec) {
   FlushDirty(in);
   Transaction txn;
-  txn.PutInode(sb_, ino, rec);
+  txn.PutInode(pool_.sb_, ino, rec);
   bool committed = false;
-  absl::Status s = Commit(txn, &committed);
+  absl::Status s = pool_.log_.Commit(txn, &committed);
   if (committed) {
     // Only the fields the data path owns: the rest may be read under mu_ alone.
     SetDataFields(in, rec);
@@ -344,10 +206,10 @@ absl::Status Pool::CommitRecord(uint64_t ino, Inode& in, const format::InodeReco
   return s;
 }
 
-absl::Status Pool::Fsync(InodeId ino, bool datasync) {
-  counters_.fsyncs.fetch_add(1, std::memory_order_relaxed);
-  if (read_only_) return absl::OkStatus();
-  auto pinned = Pin(ino);
+absl::Status DataPath::Fsync(InodeId ino, bool datasync) {
+  pool_.counters_.fsyncs.fetch_add(1, std::memory_order_relaxed);
+  if (pool_.read_only_) return absl::OkStatus();
+  auto pinned = pool_.Pin(ino);
   if (!pinned.ok()) return pinned.status();
   Inode& in = **pinned;
   // The msync and the commit run under this inode's lock only (pool.h).
@@ -362,18 +224,18 @@ absl::Status Pool::Fsync(InodeId ino, bool datasync) {
     const format::InodeRecord rec = in.rec;
     return CommitRecord(ino, in, rec);
   }
-  return region_->health();
+  return pool_.region_->health();
 }
 
-absl::Status Pool::Release(InodeId ino) {
-  if (read_only_) return absl::OkStatus();
+absl::Status DataPath::Release(InodeId ino) {
+  if (pool_.read_only_) return absl::OkStatus();
   std::vector<uint64_t> reclaim;
   absl::Status status;
   {
-    MutexLock ns(&ns_mu_);
-    Inode* in = Find(ino);
+    MutexLock ns(&pool_.ns_mu_);
+    Inode* in = pool_.Find(ino);
     if (in == nullptr || in->reclaiming) return absl::OkStatus();
-    Edit e(*this);
+    Edit e(pool_);
     const format::InodeRecord& r = e.View(ino);  // locks the inode
     // msync mode, bytes not yet synced: any commit of the record would msync them, and
     // a close promises no durability (only fsync does). All is left to fsync; a later
@@ -382,7 +244,7 @@ absl::Status Pool::Release(InodeId ino) {
     const bool dirty = in->size_dirty || in->mtime_dirty;
     const bool trim = r.type == format::InodeType::kRegular &&
                       !(r.flags & (format::kInodeFlagSegment | format::kInodeFlagPreallocated));
-    if (trim) TrimBlocks(e, ino, 0);
+    if (trim) pool_.space_.TrimBlocks(e, ino, 0);
     if (!e.reclaim().empty() || dirty) {
       e.Rec(ino);
       status = e.Commit();
@@ -391,27 +253,27 @@ absl::Status Pool::Release(InodeId ino) {
   }
   // On a failed commit the carriers were never applied: the edit gave their inode
   // numbers back, and the file keeps its blocks.
-  ReclaimAll(reclaim);
+  pool_.space_.ReclaimAll(reclaim);
   return status;
 }
 
-absl::Status Pool::FsyncDir(InodeId ino) {
-  counters_.fsyncdirs.fetch_add(1, std::memory_order_relaxed);
+absl::Status DataPath::FsyncDir(InodeId ino) {
+  pool_.counters_.fsyncdirs.fetch_add(1, std::memory_order_relaxed);
   {
-    ReaderMutexLock l(&mu_);
-    auto in = Get(ino);
+    ReaderMutexLock l(&pool_.mu_);
+    auto in = pool_.Get(ino);
     if (!in.ok()) return in.status();
   }
   // Directory changes were committed (durably) when they were made, unless a persist
   // has failed since.
-  return region_->health();
+  return pool_.region_->health();
 }
 
-absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags) {
-  if (absl::Status s = Writable(); !s.ok()) return s;
+absl::Status DataPath::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags) {
+  if (absl::Status s = pool_.Writable(); !s.ok()) return s;
   if (flags & ~kFallocateKeepSize) return PosixError("fallocate mode", EOPNOTSUPP);
   if (length == 0) return PosixError("fallocate of 0 bytes", EINVAL);
-  const uint64_t max_bytes = sb_.data_blocks * kBlockSize;
+  const uint64_t max_bytes = pool_.sb_.data_blocks * kBlockSize;
   if (offset > max_bytes || length > max_bytes - offset) {
     return PosixError("fallocate beyond the pool", EFBIG);
   }
@@ -419,16 +281,16 @@ absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint
     std::vector<uint64_t> reclaim;
     absl::Status status;
     {
-      MutexLock ns(&ns_mu_);
-      auto inr = Get(ino);
+      MutexLock ns(&pool_.ns_mu_);
+      auto inr = pool_.Get(ino);
       if (!inr.ok()) return inr.status();
       if ((*inr)->reclaiming) return PosixError(absl::StrCat("inode ", ino), ESTALE);
-      Edit e(*this);
+      Edit e(pool_);
       format::InodeRecord& r = e.Rec(ino);
       if (r.type == format::InodeType::kDirectory) return PosixError("fallocate", EISDIR);
       if (r.type != format::InodeType::kRegular) return PosixError("fallocate", ENODEV);
       const uint64_t had = AllocatedBlocks(r);
-      status = Grow(r, offset + length, e.allocated());
+      status = pool_.space_.Grow(r, offset + length, e.allocated());
       if (status.ok()) {
         if (!(flags & kFallocateKeepSize) && offset + length > r.size) {
           r.size = offset + length;
@@ -439,7 +301,7 @@ absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint
         }
         // What was asked for, not Grow's allowance for further growth.
         if (!(r.flags & format::kInodeFlagSegment)) {
-          TrimBlocks(e, ino, std::max(had, BlocksFor(offset + length)));
+          pool_.space_.TrimBlocks(e, ino, std::max(had, BlocksFor(offset + length)));
         }
         status = e.Commit();
         if (!status.ok()) return status;
@@ -448,10 +310,10 @@ absl::Status Pool::Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint
     }
     if (!status.ok()) {
       // Blocks being zeroed count as free (Statfs): wait for them rather than fail.
-      if (ErrnoFromStatus(status) == ENOSPC && AwaitReclaims()) continue;
+      if (ErrnoFromStatus(status) == ENOSPC && pool_.space_.AwaitReclaims()) continue;
       return status;
     }
-    ReclaimAll(reclaim);
+    pool_.space_.ReclaimAll(reclaim);
     return absl::OkStatus();
   }
 }

@@ -1,22 +1,25 @@
-// Pool::Edit: one metadata change, built from copies, committed, then applied
-// (pool.h: "Apply after commit").
+// Edit: one metadata change, built from copies, committed, then applied (pool.h: "Apply
+// after commit"). The only writer of the tables after open; stores no file data.
+#include "core/edit.h"
+
 #include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/pool.h"
 #include "core/status.h"
+#include "core/validate.h"
 
 namespace walfs::core {
 
-Pool::Edit::Edit(Pool& pool) : pool_(pool) {}
+Edit::Edit(Pool& pool) : pool_(pool) {}
 
-Pool::Edit::~Edit() {
+Edit::~Edit() {
   if (!done_) Abort();
   for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) (*it)->mu.Unlock();
 }
 
-void Pool::Edit::Lock(uint64_t ino) {
+void Edit::Lock(uint64_t ino) {
   if (recs_.contains(ino)) return;
   for (Inode* in : locked_) {
     if (in == pool_.Find(ino)) return;
@@ -26,44 +29,37 @@ void Pool::Edit::Lock(uint64_t ino) {
   locked_.push_back(in);
 }
 
-void Pool::Edit::LockInOrder(std::vector<uint64_t> inos) {
+void Edit::LockInOrder(std::vector<uint64_t> inos) {
   std::sort(inos.begin(), inos.end());
   for (uint64_t ino : inos) {
     if (ino != 0 && pool_.Find(ino) != nullptr) Lock(ino);
   }
 }
 
-const format::InodeRecord& Pool::Edit::View(uint64_t ino) {
+const format::InodeRecord& Edit::View(uint64_t ino) {
   if (auto it = recs_.find(ino); it != recs_.end()) return it->second.rec;
   Lock(ino);
   return pool_.Find(ino)->rec;
 }
 
-format::InodeRecord& Pool::Edit::Rec(uint64_t ino) {
+format::InodeRecord& Edit::Rec(uint64_t ino) {
   if (auto it = recs_.find(ino); it != recs_.end()) return it->second.rec;
   Lock(ino);
   Inode* in = pool_.Find(ino);
   return recs_.emplace(ino, Copy{in->rec, in, nullptr}).first->second.rec;
 }
 
-absl::StatusOr<uint64_t> Pool::Edit::NewInode(format::InodeType type, uint32_t mode,
-                                              const Caller& c) {
-  uint64_t ino;
-  if (!pool_.free_inodes_.empty()) {
-    ino = pool_.free_inodes_.back();
-    pool_.free_inodes_.pop_back();
-  } else if (pool_.inode_high_ < pool_.sb_.inode_count) {
-    ino = pool_.TakeFreshSlot(pool_.inode_high_, pool_.sb_.inode_table_offset,
-                              format::kInodeSize);
-  } else {
-    return PosixError("no free inodes", ENOSPC);
-  }
+absl::StatusOr<uint64_t> Edit::NewInode(format::InodeType type, uint32_t mode,
+                                        const Caller& c) {
+  auto taken = pool_.space_.TakeInode();
+  if (!taken.ok()) return taken.status();
+  const uint64_t ino = *taken;
   // A dropped edit puts it on the free list either way (a fresh slot is zero).
   new_inodes_.push_back(ino);
   format::InodeRecord r{};
   r.state = format::InodeState::kLive;
   r.type = type;
-  r.generation = pool_.next_generation_++;
+  r.generation = pool_.space_.NextGeneration();
   r.mode = TypeBits(type) | (mode & 07777);
   r.uid = c.uid;
   r.gid = c.gid;
@@ -73,29 +69,21 @@ absl::StatusOr<uint64_t> Pool::Edit::NewInode(format::InodeType type, uint32_t m
   return ino;
 }
 
-absl::StatusOr<uint64_t> Pool::Edit::NewSlot() {
-  uint64_t slot;
-  if (!pool_.free_slots_.empty()) {
-    slot = pool_.free_slots_.back();
-    pool_.free_slots_.pop_back();
-  } else if (pool_.dirent_high_ < pool_.sb_.dirent_count) {
-    slot = pool_.TakeFreshSlot(pool_.dirent_high_, pool_.sb_.dirent_table_offset,
-                               format::kDirentSize);
-  } else {
-    return PosixError("directory entry table is full", ENOSPC);
-  }
-  new_slots_.push_back(slot);
-  return slot;
+absl::StatusOr<uint64_t> Edit::NewSlot() {
+  auto slot = pool_.space_.TakeSlot();
+  if (!slot.ok()) return slot.status();
+  new_slots_.push_back(*slot);
+  return *slot;
 }
 
-void Pool::Edit::SetDirent(uint64_t slot, uint64_t parent, uint64_t child,
-                           std::string_view name) {
+void Edit::SetDirent(uint64_t slot, uint64_t parent, uint64_t child,
+                     std::string_view name) {
   dirents_.emplace_back(slot, Dirent{parent, child, std::string(name)});
 }
 
-void Pool::Edit::RemoveDirent(uint64_t slot) { dirents_.emplace_back(slot, std::nullopt); }
+void Edit::RemoveDirent(uint64_t slot) { dirents_.emplace_back(slot, std::nullopt); }
 
-void Pool::Edit::FreeInode(uint64_t ino) {
+void Edit::FreeInode(uint64_t ino) {
   freed_.push_back(ino);
   const format::InodeRecord& r = pool_.Find(ino)->rec;  // extents: changed under ns_mu_ only
   for (uint32_t i = 0; i < r.extent_count && i < format::kMaxExtents; ++i) {
@@ -103,10 +91,10 @@ void Pool::Edit::FreeInode(uint64_t ino) {
   }
 }
 
-absl::Status Pool::Edit::Commit() {
+absl::Status Edit::Commit() {
   const format::Superblock& sb = pool_.sb_;
-  // The pool's pending frees ride with this commit (Pool::pending_frees_).
-  carried_frees_.swap(pool_.pending_frees_);
+  // The pool's pending frees ride with this commit (Space::Reclaim).
+  carried_frees_ = pool_.space_.TakePendingFrees();
   const size_t own_released = released_.size();
   for (uint64_t ino : carried_frees_) FreeInode(ino);
   for (size_t i = own_released; i < released_.size(); ++i) {
@@ -116,7 +104,7 @@ absl::Status Pool::Edit::Commit() {
   for (auto& [ino, c] : recs_) {
     // msync mode: a record never becomes durable ahead of the bytes it covers. The
     // dirty range is where the live record's extents put it.
-    if (c.in != nullptr) pool_.FlushDirty(*c.in);
+    if (c.in != nullptr) pool_.data_.FlushDirty(*c.in);
     txn.PutInode(sb, ino, c.rec);
   }
   for (uint64_t ino : freed_) txn.FreeInode(sb, ino);
@@ -136,7 +124,7 @@ absl::Status Pool::Edit::Commit() {
     txn.PutDirent(sb, slot, r);
   }
   bool committed = false;
-  absl::Status s = pool_.Commit(txn, &committed);
+  absl::Status s = pool_.log_.Commit(txn, &committed);
   if (committed) {
     Apply();
   } else {
@@ -147,7 +135,7 @@ absl::Status Pool::Edit::Commit() {
   return s;
 }
 
-void Pool::Edit::Apply() {
+void Edit::Apply() {
   const int64_t now = NowNs();
   {
     MutexLock l(&pool_.mu_);
@@ -189,27 +177,26 @@ void Pool::Edit::Apply() {
   }
   // Allocation state (ns_mu_ only): slots and inodes this edit freed become reusable.
   for (const auto& [slot, d] : dirents_) {
-    if (!d) pool_.free_slots_.push_back(slot);
+    if (!d) pool_.space_.ReturnSlot(slot);
   }
-  for (uint64_t ino : freed_) pool_.free_inodes_.push_back(ino);
-  for (const format::Extent& e : released_) pool_.alloc_.Release(e);
-  pool_.PublishFree();
+  for (uint64_t ino : freed_) pool_.space_.ReturnInode(ino);
+  for (const format::Extent& e : released_) pool_.space_.ReturnBlocks(e);
+  pool_.space_.PublishFree();
   // Now the allocator's (Statfs may count them twice for this instant, never not at all).
-  pool_.pending_free_blocks_.fetch_sub(carried_free_blocks_);
+  pool_.space_.PendingFreesApplied(carried_free_blocks_);
 }
 
-void Pool::Edit::Abort() {
+void Edit::Abort() {
   // Blocks Grow took were free (so zero) and nobody stored into them: the records naming
   // them were never applied.
-  for (const format::Extent& e : allocated_) pool_.alloc_.Release(e);
+  for (const format::Extent& e : allocated_) pool_.space_.ReturnBlocks(e);
   allocated_.clear();
-  for (uint64_t ino : new_inodes_) pool_.free_inodes_.push_back(ino);
+  for (uint64_t ino : new_inodes_) pool_.space_.ReturnInode(ino);
   new_inodes_.clear();
-  for (uint64_t slot : new_slots_) pool_.free_slots_.push_back(slot);
+  for (uint64_t slot : new_slots_) pool_.space_.ReturnSlot(slot);
   new_slots_.clear();
   // Still zeroed orphans, for the next commit to free.
-  pool_.pending_frees_.insert(pool_.pending_frees_.end(), carried_frees_.begin(),
-                              carried_frees_.end());
+  pool_.space_.ReturnPendingFrees(carried_frees_);
   carried_frees_.clear();
 }
 

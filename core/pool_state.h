@@ -12,7 +12,7 @@
 //      transaction: a write, truncate or fallocate commits its allocation before it
 //      stores (core/data_path.cc); a direct-access client stores only under a lease,
 //      which covers extents of a committed inode, and a leased orphan is not reclaimed
-//      (core/lease.cc, fs/lease_protocol.h);
+//      (core/lease_table.h, fs/lease_protocol.h);
 //  (4) blocks leave an inode only through an orphan (unlink, rename-over, trim's carrier)
 //      that Reclaim zeroes and drains (pmem_drain, or msync of every flushed range)
 //      before any commit may free it; a crash before that commit leaves the orphan, which

@@ -1,5 +1,5 @@
 // The one definition of a valid on-media record (core/format.h), shared by pool open
-// (core/pool.cc) and fsck (core/fsck.h), as the journal's slot parser is
+// (core/pool_open.cc) and fsck (core/fsck.h), as the journal's slot parser is
 // (ParseJournalSlot, core/journal.h).
 //
 // Each check judges one record, alone or against the geometry it lives in, and says

@@ -1,4 +1,5 @@
-// WalDirectory: the public face of Pool.
+// WalDirectory: each call sent to the piece of the engine that owns it (core/pool.h),
+// and the sizing helpers. Holds no state of its own and takes no lock.
 #include "core/wal_directory.h"
 
 #include <algorithm>
@@ -25,85 +26,92 @@ DurabilityMode WalDirectory::mode() const { return pool_->mode(); }
 const format::Superblock& WalDirectory::superblock() const { return pool_->superblock(); }
 const PersistentRegion& WalDirectory::region() const { return pool_->region(); }
 
+// Namespace (namespace.h).
 absl::StatusOr<Attr> WalDirectory::Lookup(InodeId parent, std::string_view name) {
-  return pool_->Lookup(parent, name);
+  return pool_->names().Lookup(parent, name);
 }
-void WalDirectory::Forget(InodeId ino, uint64_t nlookup) { pool_->Forget(ino, nlookup); }
-absl::StatusOr<Attr> WalDirectory::GetAttr(InodeId ino) { return pool_->GetAttr(ino); }
+void WalDirectory::Forget(InodeId ino, uint64_t nlookup) { pool_->names().Forget(ino, nlookup); }
+absl::StatusOr<Attr> WalDirectory::GetAttr(InodeId ino) { return pool_->names().GetAttr(ino); }
 absl::StatusOr<Attr> WalDirectory::Setattr(InodeId ino, const SetattrRequest& request) {
-  return pool_->Setattr(ino, request);
+  return pool_->names().Setattr(ino, request);
 }
 absl::StatusOr<Attr> WalDirectory::Create(InodeId parent, std::string_view name,
                                           uint32_t mode, const Caller& caller,
                                           bool exclusive) {
-  return pool_->Create(parent, name, mode, caller, exclusive);
+  return pool_->names().Create(parent, name, mode, caller, exclusive);
 }
 absl::StatusOr<Attr> WalDirectory::Mkdir(InodeId parent, std::string_view name,
                                          uint32_t mode, const Caller& caller) {
-  return pool_->Mkdir(parent, name, mode, caller);
+  return pool_->names().Mkdir(parent, name, mode, caller);
 }
 absl::StatusOr<Attr> WalDirectory::Mknod(InodeId parent, std::string_view name, uint32_t mode,
                                          uint64_t rdev, const Caller& caller) {
-  return pool_->Mknod(parent, name, mode, rdev, caller);
+  return pool_->names().Mknod(parent, name, mode, rdev, caller);
 }
 absl::StatusOr<Attr> WalDirectory::Symlink(InodeId parent, std::string_view name,
                                            std::string_view target, const Caller& caller) {
-  return pool_->Symlink(parent, name, target, caller);
+  return pool_->names().Symlink(parent, name, target, caller);
 }
 absl::StatusOr<std::string> WalDirectory::Readlink(InodeId ino) {
-  return pool_->Readlink(ino);
+  return pool_->names().Readlink(ino);
 }
 absl::StatusOr<Attr> WalDirectory::Link(InodeId ino, InodeId new_parent,
                                         std::string_view new_name) {
-  return pool_->Link(ino, new_parent, new_name);
+  return pool_->names().Link(ino, new_parent, new_name);
 }
 absl::Status WalDirectory::Unlink(InodeId parent, std::string_view name) {
-  return pool_->Unlink(parent, name);
+  return pool_->names().Unlink(parent, name);
 }
 absl::Status WalDirectory::Rmdir(InodeId parent, std::string_view name) {
-  return pool_->Rmdir(parent, name);
+  return pool_->names().Rmdir(parent, name);
 }
 absl::Status WalDirectory::Rename(InodeId parent, std::string_view name, InodeId new_parent,
                                   std::string_view new_name, uint32_t flags) {
-  return pool_->Rename(parent, name, new_parent, new_name, flags);
+  return pool_->names().Rename(parent, name, new_parent, new_name, flags);
 }
+absl::Status WalDirectory::Readdir(InodeId ino, uint64_t cookie,
+                                   const std::function<bool(const DirEntry&)>& fn) {
+  return pool_->names().Readdir(ino, cookie, fn);
+}
+
+// DataPath (data_path.h).
 absl::StatusOr<size_t> WalDirectory::Read(InodeId ino, uint64_t offset,
                                           absl::Span<char> out) {
-  return pool_->Read(ino, offset, out);
+  return pool_->data().Read(ino, offset, out);
 }
 absl::StatusOr<size_t> WalDirectory::Write(InodeId ino, uint64_t offset,
                                            absl::Span<const char> data, bool sync,
                                            bool clear_setid, bool* setid_cleared) {
-  return pool_->Write(ino, offset, data, sync, clear_setid, setid_cleared);
+  return pool_->data().Write(ino, offset, data, sync, clear_setid, setid_cleared);
 }
 absl::Status WalDirectory::Fsync(InodeId ino, bool datasync) {
-  return pool_->Fsync(ino, datasync);
+  return pool_->data().Fsync(ino, datasync);
 }
-absl::Status WalDirectory::FsyncDir(InodeId ino) { return pool_->FsyncDir(ino); }
+absl::Status WalDirectory::FsyncDir(InodeId ino) { return pool_->data().FsyncDir(ino); }
 absl::Status WalDirectory::Fallocate(InodeId ino, uint64_t offset, uint64_t length,
                                      uint32_t flags) {
-  return pool_->Fallocate(ino, offset, length, flags);
+  return pool_->data().Fallocate(ino, offset, length, flags);
 }
-absl::Status WalDirectory::Release(InodeId ino) { return pool_->Release(ino); }
-absl::Status WalDirectory::Readdir(InodeId ino, uint64_t cookie,
-                                   const std::function<bool(const DirEntry&)>& fn) {
-  return pool_->Readdir(ino, cookie, fn);
-}
-FsStats WalDirectory::Statfs() { return pool_->Statfs(); }
+absl::Status WalDirectory::Release(InodeId ino) { return pool_->data().Release(ino); }
+
+// Space (space.h).
+FsStats WalDirectory::Statfs() { return pool_->space().Statfs(); }
 uint64_t WalDirectory::VerifyFreeSpaceAhead(uint64_t max_blocks) {
-  return pool_->VerifyFreeSpaceAhead(max_blocks);
+  return pool_->space().VerifyFreeSpaceAhead(max_blocks);
 }
 
-bool WalDirectory::FreeSpaceKnownZero() const { return pool_->free_space_known_zero(); }
+bool WalDirectory::FreeSpaceKnownZero() const { return pool_->space().free_space_zero().load(); }
+
+// LeaseTable (lease_table.h).
 absl::StatusOr<Lease> WalDirectory::AcquireLease(InodeId ino, bool renew) {
-  return pool_->AcquireLease(ino, renew);
+  return pool_->leases().AcquireLease(ino, renew);
 }
 
 absl::StatusOr<Lease> WalDirectory::AcquireReadLease(InodeId ino) {
-  return pool_->AcquireReadLease(ino);
+  return pool_->leases().AcquireReadLease(ino);
 }
 
-absl::Status WalDirectory::ReleaseLease(InodeId ino) { return pool_->ReleaseLease(ino); }
+absl::Status WalDirectory::ReleaseLease(InodeId ino) { return pool_->leases().ReleaseLease(ino); }
 
 Counters WalDirectory::counters() const { return pool_->counters(); }
 absl::Status WalDirectory::Close() { return pool_->Close(); }
@@ -122,7 +130,7 @@ absl::StatusOr<GrowResult> WalDirectory::Grow(uint64_t new_capacity) {
                      ? (new_capacity - sb.data_offset) / format::kBlockSize
                      : 0;
   r.new_capacity = sb.data_offset + r.new_blocks * format::kBlockSize;
-  absl::Status s = pool_->GrowDataArea(r.new_blocks);
+  absl::Status s = pool_->space().GrowDataArea(r.new_blocks);
   if (!s.ok()) return s;
   return r;
 }

@@ -2,7 +2,9 @@
 //
 // This is the whole API fs/ uses: one call per FUSE operation, each returning a value or
 // an absl::Status whose errno (ErrnoFromStatus) is what the kernel should get. Nothing
-// here knows about FUSE.
+// here knows about FUSE. Each call is carried out by the piece of the engine that owns
+// it (Namespace, DataPath, LeaseTable, Space: docs/design/engine.md); the contracts
+// below are theirs, stated once, here.
 //
 // Lookup references (FUSE's nlookup): every call that returns an Attr for a name —
 // Lookup, Create, Mkdir, Symlink, Link — adds one lookup reference to that inode, and

@@ -910,7 +910,7 @@ std::map<std::string, std::vector<Step>> Scenarios() {
   }
   // Unlinks of files nobody holds (the kernel has forgotten them, as after a segment's
   // last close): each is zeroed, and its record freed by the next commit, whichever it
-  // is (pending frees, core/pool.h), so a crash leaves zeroed orphans for the next open.
+  // is (pending frees, core/space.h), so a crash leaves zeroed orphans for the next open.
   s["unlink_forgotten_frees_ride_next_commit"] = {
       Create(s1), Write(s1, 0, Pattern(9000, 'a')), Fsync(s1), Close(s1),
       Create("/b"), Write("/b", 0, Pattern(5000, 'b'), true), Close("/b"),

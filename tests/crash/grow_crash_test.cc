@@ -12,10 +12,10 @@
 //    grow added were zeroed or recorded as uninitialised before the size was committed,
 //    and the garbage never reaches a file.
 // The durable image once GrowPool returns must have the new size. Three pools cover the
-// three ways the grow deals with the new blocks (core/pool.cc, GrowDataArea): nothing
-// uninitialised (the new blocks become the range), an uninitialised range reaching the
-// old end (extended), and one ending below files allocated from the top (the new blocks
-// are zeroed first).
+// three ways the grow deals with the new blocks (core/space.cc, Space::GrowDataArea):
+// nothing uninitialised (the new blocks become the range), an uninitialised range
+// reaching the old end (extended), and one ending below files allocated from the top
+// (the new blocks are zeroed first).
 #include <sys/stat.h>
 
 #include <cerrno>

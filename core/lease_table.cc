@@ -1,29 +1,26 @@
-// Pool: direct-access leases (the daemon side of fs/lease_protocol.h).
-//
-// A lease hands a client the pool runs holding a file's bytes so it can store into them
-// itself. Safety rests on one rule kept by the rest of Pool: while Inode::leases > 0, no
-// block below Inode::leased_size changes owner. Truncate refuses to cut below it
-// (Setattr), and Reclaim leaves a leased orphan alone; everything else only ever adds
-// blocks past the end (Grow), never moves existing ones.
+// LeaseTable: granting and releasing direct-access leases (lease_table.h). The only
+// writer of Inode::leases and leased_size; a record changes only through an Edit.
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "core/edit.h"
+#include "core/lease_table.h"
 #include "core/pool.h"
 #include "core/status.h"
 
 namespace walfs::core {
 
-absl::StatusOr<Lease> Pool::AcquireLease(InodeId ino, bool renew) {
+absl::StatusOr<Lease> LeaseTable::AcquireLease(InodeId ino, bool renew) {
   return GrantLease(ino, renew ? LeaseUse::kRenew : LeaseUse::kWrite);
 }
 
-absl::StatusOr<Lease> Pool::AcquireReadLease(InodeId ino) {
+absl::StatusOr<Lease> LeaseTable::AcquireReadLease(InodeId ino) {
   return GrantLease(ino, LeaseUse::kRead);
 }
 
-absl::StatusOr<Lease> Pool::GrantLease(InodeId ino, LeaseUse use) {
-  if (absl::Status s = Writable(); !s.ok()) return s;
-  if (mode_ != DurabilityMode::kPmem && use != LeaseUse::kRead) {
+absl::StatusOr<Lease> LeaseTable::GrantLease(InodeId ino, LeaseUse use) {
+  if (absl::Status s = pool_.Writable(); !s.ok()) return s;
+  if (pool_.mode_ != DurabilityMode::kPmem && use != LeaseUse::kRead) {
     // In msync mode a store is durable only after an msync of the pool, which only the
     // daemon issues: a client storing on its own could acknowledge a commit that is not
     // durable. A copy out needs no durability.
@@ -32,8 +29,8 @@ absl::StatusOr<Lease> Pool::GrantLease(InodeId ino, LeaseUse use) {
   }
   // Under ns_mu_: every change of owner of a block (Truncate, TrimBlocks, Reclaim)
   // happens under it and checks the lease count.
-  MutexLock ns(&ns_mu_);
-  auto inr = Get(ino);
+  MutexLock ns(&pool_.ns_mu_);
+  auto inr = pool_.Get(ino);
   if (!inr.ok()) return inr.status();
   Inode& in = **inr;
   if (in.reclaiming) return PosixError(absl::StrCat("inode ", ino), ESTALE);
@@ -57,9 +54,10 @@ absl::StatusOr<Lease> Pool::GrantLease(InodeId ino, LeaseUse use) {
   for (uint32_t i = 0; i < in.rec.extent_count && file_pos < end; ++i) {
     const format::Extent& e = in.rec.extents[i];
     const uint64_t n = std::min(e.count * format::kBlockSize, end - file_pos);
-    lease.runs.push_back(LeaseRun{.file_offset = file_pos,
-                                  .pool_offset = sb_.data_offset + e.block * format::kBlockSize,
-                                  .length = n});
+    lease.runs.push_back(
+        LeaseRun{.file_offset = file_pos,
+                 .pool_offset = pool_.sb_.data_offset + e.block * format::kBlockSize,
+                 .length = n});
     file_pos += n;
   }
   // A read lease pins nothing: its holder copies out under the stamp check before and
@@ -67,32 +65,32 @@ absl::StatusOr<Lease> Pool::GrantLease(InodeId ino, LeaseUse use) {
   if (use == LeaseUse::kRead) return lease;
   if (use == LeaseUse::kWrite) {
     ++in.leases;
-    counters_.leases_granted.fetch_add(1, std::memory_order_relaxed);
+    pool_.counters_.leases_granted.fetch_add(1, std::memory_order_relaxed);
   }
   in.leased_size = std::max(in.leased_size, lease.size);
   return lease;
 }
 
-absl::Status Pool::ReleaseLease(InodeId ino) {
+absl::Status LeaseTable::ReleaseLease(InodeId ino) {
   bool reclaim = false;
   absl::Status status;
   {
-    MutexLock ns(&ns_mu_);
-    Inode* in = Find(ino);
+    MutexLock ns(&pool_.ns_mu_);
+    Inode* in = pool_.Find(ino);
     if (in == nullptr || in->leases == 0) {
       return PosixError(absl::StrCat("release of a lease on inode ", ino, " that holds none"),
                         EINVAL);
     }
-    counters_.leases_released.fetch_add(1, std::memory_order_relaxed);
+    pool_.counters_.leases_released.fetch_add(1, std::memory_order_relaxed);
     if (--in->leases == 0) in->leased_size = 0;
     // The holder's stores changed the file without a Write: its times move now.
-    Edit e(*this);
+    Edit e(pool_);
     Touch(e.Rec(ino), /*mtime=*/true);
     status = e.Commit();
     reclaim = in->leases == 0 && in->lookups.load() == 0 &&
               in->rec.state == format::InodeState::kOrphan;
   }
-  if (reclaim) Reclaim(ino);
+  if (reclaim) pool_.space_.Reclaim(ino);
   return status;
 }
 

@@ -5,8 +5,8 @@
 // Why not linked: loading libpmem and what it pulls in (libndctl, libdaxctl, libkmod,
 // libudev, libcrypto...) is most of the library's start-up cost in every program it is
 // preloaded into (docs/performance.md), and most of those programs never store into the
-// pool: the archive and restore commands' cp, cat, pg_waldump and the walsender read,
-// and reads need no libpmem. The server itself (a program named postgres: the
+// pool: an archive_command's cp, cat, pg_waldump and the walsender read, and reads
+// need no libpmem. The server itself (a program named postgres: the
 // postmaster, and every backend it forks inherits its copy) loads it in the library's
 // constructor, so no backend pays for it at its first WAL write.
 #ifndef WALFS_FS_DIRECT_PMEM_CALLS_H_

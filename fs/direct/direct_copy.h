@@ -68,18 +68,22 @@ bool LeasedSize(FdTable& table, int fd, Ask& ask, uint64_t* size) {
   return true;
 }
 
-// Writes all n bytes at pos (retrying EINTR and short writes); false on an error.
-template <typename Kernel>
-bool PwriteAll(Kernel& kernel, int fd, const char* p, size_t n, off_t pos) {
-  while (n > 0) {
-    const ssize_t w = kernel.Pwrite(fd, p, n, pos);
+// Writes the n bytes at p to file offset pos with write(p, n, pos), a pwrite, retrying
+// EINTR and short writes. Returns the byte count written: short only after a failed
+// write, whose errno (EIO for a write of nothing) goes to *error.
+template <typename Write>
+size_t WriteAll(Write&& write, const char* p, size_t n, off_t pos, int* error) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t w = write(p + done, n - done, pos + static_cast<off_t>(done));
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-    pos += w;
+    if (w <= 0) {
+      *error = w < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(w);
   }
-  return true;
+  return done;
 }
 
 // After a copy found revoked: bytes [out_pos, out_pos + written) of out_fd are written
@@ -90,6 +94,10 @@ bool PwriteAll(Kernel& kernel, int fd, const char* p, size_t n, off_t pos) {
 template <typename Kernel>
 uint64_t Rewrite(Kernel& kernel, int in_fd, off_t begin, int out_fd, off_t out_pos,
                  uint64_t written, off_t out_size) {
+  auto pwrite_out = [&](const char* p, size_t n, off_t pos) {
+    return kernel.Pwrite(out_fd, p, n, pos);
+  };
+  int error = 0;
   char buf[16384];
   uint64_t redone = 0;
   while (redone < written) {
@@ -97,17 +105,15 @@ uint64_t Rewrite(Kernel& kernel, int in_fd, off_t begin, int out_fd, off_t out_p
     const ssize_t r = kernel.Pread(in_fd, buf, want, begin + static_cast<off_t>(redone));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
-    if (!PwriteAll(kernel, out_fd, buf, static_cast<size_t>(r),
-                   out_pos + static_cast<off_t>(redone))) {
-      break;
-    }
-    redone += static_cast<uint64_t>(r);
+    const size_t n = static_cast<size_t>(r);
+    if (WriteAll(pwrite_out, buf, n, out_pos + static_cast<off_t>(redone), &error) != n) break;
+    redone += n;
   }
   if (redone == written) return redone;
   memset(buf, 0, sizeof buf);
   for (uint64_t z = redone; z < written;) {
     const size_t n = written - z < sizeof buf ? written - z : sizeof buf;
-    if (!PwriteAll(kernel, out_fd, buf, n, out_pos + static_cast<off_t>(z))) break;
+    if (WriteAll(pwrite_out, buf, n, out_pos + static_cast<off_t>(z), &error) != n) break;
     z += n;
   }
   const off_t end = out_pos + static_cast<off_t>(written);
@@ -171,20 +177,16 @@ ssize_t DirectCopyFileRange(FdTable& table, int in_fd, loff_t* in_off, int out_f
   // Writes the mapped bytes at out_pos onwards; stops at the first error or short write.
   uint64_t written = 0;
   int error = 0;
+  auto pwrite_out = [&](const char* p, size_t n, off_t pos) {
+    return kernel.Pwrite(out_fd, p, n, pos);
+  };
   auto write_pieces = [&](const LeaseMapping& m) {
-    ForEachPiece(m, static_cast<uint64_t>(begin), total, [&](const char* src, size_t n) {
-      while (n > 0 && error == 0) {
-        const ssize_t w = kernel.Pwrite(out_fd, src, n, out_pos + static_cast<off_t>(written));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-          error = w < 0 ? errno : EIO;
-          return;
-        }
-        src += w;
-        n -= static_cast<size_t>(w);
-        written += static_cast<uint64_t>(w);
-      }
-    });
+    RunCursor(m, static_cast<uint64_t>(begin))
+        .Walk(total, [&](const MappedRun& run, uint64_t in_run, size_t n) {
+          if (error != 0) return;
+          written += WriteAll(pwrite_out, run.pool_addr + in_run, n,
+                              out_pos + static_cast<off_t>(written), &error);
+        });
   };
   DirectResult result = DirectResult::kNotInLease;
   if (out_pos >= 0) {
@@ -266,6 +268,7 @@ ssize_t DirectCopyIntoEmpty(FdTable& table, int in_fd, loff_t* in_off, int out_f
     return not_taken();
   }
   note_filled(out_fd);
+  auto write_out = [&](const char* p, size_t n, off_t pos) { return write_at(out_fd, p, n, pos); };
   uint64_t done = 0;
   int error = 0;
   while (done < total && error == 0) {
@@ -276,18 +279,7 @@ ssize_t DirectCopyIntoEmpty(FdTable& table, int in_fd, loff_t* in_off, int out_f
       error = r < 0 ? errno : 0;
       break;
     }
-    size_t put = 0;
-    while (put < static_cast<size_t>(r)) {
-      const ssize_t w = write_at(out_fd, buf + put, static_cast<size_t>(r) - put,
-                                 static_cast<off_t>(done + put));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        error = w < 0 ? errno : EIO;
-        break;
-      }
-      put += static_cast<size_t>(w);
-    }
-    done += put;
+    done += WriteAll(write_out, buf, static_cast<size_t>(r), static_cast<off_t>(done), &error);
   }
   free(buf);
   if (done < total) {

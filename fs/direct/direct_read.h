@@ -39,37 +39,18 @@ struct MemcpyCopier {
   void Copy(void* dst, const char* src, size_t n) { memcpy(dst, src, n); }
 };
 
-// Calls piece(src, n) for file bytes [offset, offset + total) of the lease, in order, one
-// call per stretch that lies in one run. Precondition (checked by the caller):
-// offset + total <= m.leased_size.
-template <typename Piece>
-void ForEachPiece(const LeaseMapping& m, uint64_t offset, uint64_t total, Piece&& piece) {
-  uint32_t r = 0;
-  while (r + 1 < m.run_count && m.runs[r].file_offset + m.runs[r].length <= offset) ++r;
-  while (total > 0) {
-    const MappedRun& run = m.runs[r];
-    const uint64_t in_run = offset - run.file_offset;
-    const uint64_t room = run.length - in_run;
-    const uint64_t n = total < room ? total : room;
-    piece(static_cast<const char*>(run.pool_addr + in_run), static_cast<size_t>(n));
-    total -= n;
-    offset += n;
-    if (n == room) ++r;
-  }
-}
-
 // Copies file bytes [offset, offset + total length) of the lease into the iovecs, in
 // order. Precondition (checked by the caller): offset + total length <= m.leased_size.
 template <typename Copier>
 void CopyOut(const LeaseMapping& m, uint64_t offset, const struct iovec* iov, int iovcnt,
              Copier& copier) {
+  RunCursor cursor(m, offset);
   for (int i = 0; i < iovcnt; ++i) {
     char* dst = static_cast<char*>(iov[i].iov_base);
-    ForEachPiece(m, offset, iov[i].iov_len, [&](const char* src, size_t n) {
-      copier.Copy(dst, src, n);
+    cursor.Walk(iov[i].iov_len, [&](const MappedRun& run, uint64_t in_run, size_t n) {
+      copier.Copy(dst, run.pool_addr + in_run, n);
       dst += n;
     });
-    offset += iov[i].iov_len;
   }
 }
 

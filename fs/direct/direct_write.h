@@ -41,26 +41,17 @@ struct PmemPersistor {
 template <typename Persistor>
 void StoreDirect(const LeaseMapping& m, uint64_t offset, const struct iovec* iov, int iovcnt,
                  Persistor& persistor) {
-  uint32_t r = 0;
-  while (r + 1 < m.run_count && m.runs[r].file_offset + m.runs[r].length <= offset) ++r;
+  RunCursor cursor(m, offset);
   for (int i = 0; i < iovcnt; ++i) {
     const char* src = static_cast<const char*>(iov[i].iov_base);
-    size_t left = iov[i].iov_len;
-    while (left > 0) {
-      const MappedRun& run = m.runs[r];
-      const uint64_t in_run = offset - run.file_offset;
-      const uint64_t room = run.length - in_run;
-      const size_t n = left < room ? left : static_cast<size_t>(room);
+    cursor.Walk(iov[i].iov_len, [&](const MappedRun& run, uint64_t in_run, size_t n) {
       persistor.Store(run, in_run, src, n);
 #ifdef WALFS_TEST_FACILITIES
       if (run.image_addr != nullptr) memcpy(run.image_addr + in_run, src, n);
 #endif
       persistor.Flush(run, in_run, n);
       src += n;
-      left -= n;
-      offset += n;
-      if (n == room) ++r;
-    }
+    });
   }
   persistor.Drain();
 }

@@ -46,6 +46,39 @@ struct LeaseMapping {
   int session = -1;  // a reference held on sessions (Sessions::Acquire)
 };
 
+// Walks a lease's runs in file order from a file offset: the one walk of the read, write
+// and copy paths. Walk(total, piece) calls piece(run, offset_in_run, n) for the next
+// `total` bytes, one call per run they touch, and moves on past them, so successive
+// Walks (one per iovec) continue where the last ended. Precondition (checked by the
+// callers): the walked range ends at or before m.leased_size.
+class RunCursor {
+ public:
+  RunCursor(const LeaseMapping& m, uint64_t offset) : m_(m), offset_(offset) {
+    while (r_ + 1 < m_.run_count && m_.runs[r_].file_offset + m_.runs[r_].length <= offset_) {
+      ++r_;
+    }
+  }
+
+  template <typename Piece>
+  void Walk(uint64_t total, Piece&& piece) {
+    while (total > 0) {
+      const MappedRun& run = m_.runs[r_];
+      const uint64_t in_run = offset_ - run.file_offset;
+      const uint64_t room = run.length - in_run;
+      const uint64_t n = total < room ? total : room;
+      piece(run, in_run, static_cast<size_t>(n));
+      total -= n;
+      offset_ += n;
+      if (n == room) ++r_;
+    }
+  }
+
+ private:
+  const LeaseMapping& m_;
+  uint64_t offset_;
+  uint32_t r_ = 0;
+};
+
 // Whether the lease still stands for the descriptor that holds it: one acquire load.
 inline bool LeaseCurrent(const LeaseMapping& m) {
   return m.stamp->load(std::memory_order_acquire) == m.stamp_value;

@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "core/format.h"
 #include "core/inode.h"
-#include "core/wal_directory.h"
+#include "core/types.h"
 
 namespace walfs::core {
 

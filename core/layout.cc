@@ -1,4 +1,7 @@
-// Pool geometry: computing, validating and writing a fresh layout (mkfs).
+// Pool geometry: the sizing rules, and computing, validating and writing a fresh layout
+// (mkfs).
+#include "core/layout.h"
+
 #include <sys/random.h>
 
 #include <algorithm>
@@ -8,9 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/crc32c.h"
 #include "core/format.h"
-#include "core/pool.h"
+#include "core/inode.h"
 #include "core/pool_state.h"
-#include "core/wal_directory.h"
 
 namespace walfs::core {
 namespace {
@@ -21,6 +23,11 @@ using format::kBlockSize;
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 }  // namespace
+
+uint64_t ReservedBlocks(const format::Superblock& sb) {
+  return std::min(kReserveSegments * (sb.segment_size / format::kBlockSize),
+                  sb.data_blocks / 4);
+}
 
 uint64_t WalDataBytes(uint64_t max_wal_size, uint64_t wal_keep_size, uint64_t segment_size) {
   return max_wal_size + wal_keep_size + (kHeadroomSegments + kReserveSegments) * segment_size;

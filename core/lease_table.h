@@ -12,21 +12,40 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/wal_directory.h"
+#include "core/types.h"
 
 namespace walfs::core {
 
 class Pool;
 
-// Thread-safe; the contracts of the public calls are WalDirectory's (wal_directory.h).
+// Thread-safe.
 class LeaseTable {
  public:
   explicit LeaseTable(Pool& pool) : pool_(pool) {}
   LeaseTable(const LeaseTable&) = delete;
   LeaseTable& operator=(const LeaseTable&) = delete;
 
-  absl::StatusOr<Lease> AcquireLease(InodeId ino, bool renew);
+  // Grants a lease on the regular file `ino`: its bytes [0, size) with size = the file's
+  // size now, which is allocated and durable. Only in pmem mode, where a store the holder
+  // persists with cache flushes and a fence is durable; fails with EOPNOTSUPP in msync
+  // mode, EROFS on a read-only pool, EINVAL for other file types, ENODATA for an empty
+  // file. `renew`: the caller already holds a lease on `ino` (the same open handle asking
+  // again): the lease count is unchanged and the returned size may have grown.
+  // While any lease on `ino` is held, the blocks of every lease granted are never freed,
+  // moved, zeroed or reused: a truncate below the largest leased size fails with
+  // ETXTBSY, and an unlinked or renamed-over file stays an orphan until its last lease
+  // is released (as it does until its last lookup reference is forgotten).
+  // WalDirectory::Close does not reclaim an orphan that is still leased; the next Open
+  // does.
+  absl::StatusOr<Lease> AcquireLease(InodeId ino, bool renew = false);
+  // The runs of `ino` as AcquireLease would grant them, under the same conditions, for a
+  // holder that only copies out of them: nothing is counted or pinned, so truncate,
+  // unlink and reclaim go on as without it. The caller must make every such holder stop
+  // trusting the runs before the file shrinks (the daemon revokes its stamps first).
   absl::StatusOr<Lease> AcquireReadLease(InodeId ino);
+  // Ends one lease on `ino`: its mtime and ctime become now (the holder's stores did not
+  // come through Write) and are committed. An orphan with no lookup references and no
+  // leases left is then reclaimed.
   absl::Status ReleaseLease(InodeId ino);
 
  private:

@@ -45,18 +45,19 @@
 #include "core/format.h"
 #include "core/inode.h"
 #include "core/journal.h"
+#include "core/layout.h"
 #include "core/lease_table.h"
 #include "core/mutex.h"
 #include "core/namespace.h"
 #include "core/persistent_region.h"
 #include "core/space.h"
 #include "core/state_log.h"
-#include "core/wal_directory.h"
+#include "core/types.h"
 
 namespace walfs::core {
 
-// Core-internal: WalDirectory (wal_directory.h) is the public face, and sends each call
-// to the piece that owns it.
+// Core-internal: WalDirectory (wal_directory.h) is the handle callers hold; it hands out
+// the pieces (names(), data(), leases()) that carry out their calls.
 class Pool {
  public:
   static absl::StatusOr<std::unique_ptr<Pool>> Open(std::unique_ptr<PersistentRegion> region,

@@ -19,8 +19,9 @@
 #include "absl/status/statusor.h"
 #include "core/allocator.h"
 #include "core/format.h"
+#include "core/layout.h"
 #include "core/pool_state.h"
-#include "core/wal_directory.h"
+#include "core/types.h"
 
 namespace walfs::core {
 
@@ -134,7 +135,7 @@ class Space {
   void NoteStateChanged();
   void PublishVerified() { free_space_zero_.store(guard_.unverified_blocks() == 0); }
   // Free blocks a file may take now: all of them for a segment, those outside the
-  // reserve (ReservedBlocks, wal_directory.h) for anything else.
+  // reserve (ReservedBlocks, layout.h) for anything else.
   uint64_t UsableBlocks(bool segment) const {
     const uint64_t free = alloc_.free_blocks();
     return segment ? free : free - std::min(free, reserve_blocks_);

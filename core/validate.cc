@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/all_zero.h"
 #include "core/crc32c.h"
-#include "core/wal_directory.h"
+#include "core/layout.h"
 
 namespace walfs::core {
 namespace {

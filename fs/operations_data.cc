@@ -33,8 +33,8 @@ void WalfsOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     truncate.size = 0;
     truncate.clear_setid = ClearsSetid(req);
     Server& server = GetServer(req);
-    absl::StatusOr<core::Attr> attr =
-        server.read_leases().Shrink(ino, [&] { return server.dir().Setattr(ino, truncate); });
+    absl::StatusOr<core::Attr> attr = server.read_leases().Shrink(
+        ino, [&] { return server.dir().names().Setattr(ino, truncate); });
     if (!attr.ok()) {
       fuse_reply_err(req, StatusToErrno(attr.status(), "open (truncate)", ino));
       return;
@@ -50,8 +50,8 @@ void WalfsRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
   // One buffer per worker thread, grown to the largest read it served (<= max_read).
   thread_local std::vector<char> buffer;
   if (buffer.size() < size) buffer.resize(size);
-  absl::StatusOr<size_t> n = GetServer(req).dir().Read(
-      ino, static_cast<uint64_t>(off), absl::MakeSpan(buffer.data(), size));
+  absl::StatusOr<size_t> n = GetServer(req).dir().data().Read(ino, static_cast<uint64_t>(off),
+                                                              absl::MakeSpan(buffer.data(), size));
   if (!n.ok()) {
     fuse_reply_err(req, StatusToErrno(n.status(), "read", ino));
     return;
@@ -68,8 +68,8 @@ void WalfsWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, of
   bool setid_cleared = false;
   core::WalDirectory& dir = server.dir();
   absl::StatusOr<size_t> n = RetryInterrupted([&] {
-    return dir.Write(ino, static_cast<uint64_t>(off), absl::MakeConstSpan(buf, size), sync,
-                     clear_setid, &setid_cleared);
+    return dir.data().Write(ino, static_cast<uint64_t>(off), absl::MakeConstSpan(buf, size), sync,
+                            clear_setid, &setid_cleared);
   });
   if (!n.ok()) {
     fuse_reply_err(req, NeverEintr(StatusToErrno(n.status(), "write", ino)));
@@ -120,14 +120,14 @@ void WalfsRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (leased) {
     // The last descriptor of the open file description is gone, and with it every
     // client mapping made under this lease (the client unmaps before close returns).
-    absl::Status s = GetServer(req).dir().ReleaseLease(ino);
+    absl::Status s = GetServer(req).dir().leases().ReleaseLease(ino);
     if (!s.ok()) Log(LOG_ERR, "release of the lease on inode %lu: %s",
                      static_cast<unsigned long>(ino), s.ToString().c_str());
   }
   // Pending times are committed and allocation ahead of the file's end is given back.
   // Nobody waits on the outcome (close(2) has returned): a failure is logged, and what
   // it left is recovered at the next open.
-  absl::Status s = GetServer(req).dir().Release(ino);
+  absl::Status s = GetServer(req).dir().data().Release(ino);
   if (!s.ok()) Log(LOG_ERR, "release of inode %lu: %s", static_cast<unsigned long>(ino),
                    s.ToString().c_str());
   delete handle;
@@ -144,7 +144,7 @@ void WalfsFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi
     return;
   }
   absl::Status status =
-      RetryInterrupted([&] { return server.dir().Fsync(ino, datasync != 0); });
+      RetryInterrupted([&] { return server.dir().data().Fsync(ino, datasync != 0); });
   fuse_reply_err(req, status.ok() ? 0 : NeverEintr(StatusToErrno(status, "fsync", ino)));
 }
 
@@ -164,8 +164,8 @@ void WalfsFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_
   uint32_t flags = 0;
   if (mode & FALLOC_FL_KEEP_SIZE) flags |= core::kFallocateKeepSize;
   ReplyStatus(req,
-              GetServer(req).dir().Fallocate(ino, static_cast<uint64_t>(offset),
-                                             static_cast<uint64_t>(length), flags),
+              GetServer(req).dir().data().Fallocate(ino, static_cast<uint64_t>(offset),
+                                                    static_cast<uint64_t>(length), flags),
               "fallocate", ino);
 }
 

@@ -144,7 +144,7 @@ void HandleLeaseIoctl(fuse_req_t req, fuse_ino_t ino, FileHandle* handle,
   // The runs and the stamp of the reply; false (after refusing) when there is no lease.
   auto grant = [&](bool renew) {
     absl::StatusOr<core::Lease> lease =
-        read ? dir.AcquireReadLease(ino) : dir.AcquireLease(ino, renew);
+        read ? dir.leases().AcquireReadLease(ino) : dir.leases().AcquireLease(ino, renew);
     if (!lease.ok()) {
       refuse(StatusToErrno(lease.status(), "lease", ino));
       return false;
@@ -155,7 +155,7 @@ void HandleLeaseIoctl(fuse_req_t req, fuse_ino_t ino, FileHandle* handle,
     if (!filled.ok()) {
       Log(LOG_WARNING, "lease on inode %lu refused: %s", static_cast<unsigned long>(ino),
           std::string(filled.message()).c_str());
-      if (!read && !renew) (void)dir.ReleaseLease(ino);
+      if (!read && !renew) (void)dir.leases().ReleaseLease(ino);
       refuse(EOPNOTSUPP);
       return false;
     }
@@ -181,7 +181,7 @@ void HandleLeaseIoctl(fuse_req_t req, fuse_ino_t ino, FileHandle* handle,
     // The caller is gone (interrupted): it never saw the lease.
     handle->leased = false;
     stamps->Revoke(slot);
-    (void)dir.ReleaseLease(ino);
+    (void)dir.leases().ReleaseLease(ino);
   }
 }
 

@@ -105,7 +105,7 @@ void ReplyEntry(fuse_req_t req, const absl::StatusOr<core::Attr>& attr, const ch
   }
   Server& server = GetServer(req);
   fuse_entry_param e = ToEntry(*attr, server.config());
-  if (fuse_reply_entry(req, &e) != 0) server.dir().Forget(attr->ino, 1);
+  if (fuse_reply_entry(req, &e) != 0) server.dir().names().Forget(attr->ino, 1);
 }
 
 // --- session socket nodes (fs/session_nodes.h) ------------------------------------
@@ -151,7 +151,7 @@ void WalfsLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     ReplySessionEntry(req, GetServer(req).session_nodes().Lookup(name));
     return;
   }
-  absl::StatusOr<core::Attr> attr = GetServer(req).dir().Lookup(parent, name);
+  absl::StatusOr<core::Attr> attr = GetServer(req).dir().names().Lookup(parent, name);
   if (!attr.ok() && core::ErrnoFromStatus(attr.status()) == ENOENT) {
     // A negative entry (ino 0) the kernel caches like a positive one.
     fuse_entry_param e{};
@@ -164,14 +164,15 @@ void WalfsLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void WalfsForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   // Session nodes keep no lookup count: they live until UNLINK.
-  if (!SessionNodes::IsNodeId(ino)) GetServer(req).dir().Forget(ino, nlookup);
+  if (!SessionNodes::IsNodeId(ino)) GetServer(req).dir().names().Forget(ino, nlookup);
   fuse_reply_none(req);
 }
 
 void WalfsForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
   core::WalDirectory& dir = GetServer(req).dir();
   for (size_t i = 0; i < count; ++i) {
-    if (!SessionNodes::IsNodeId(forgets[i].ino)) dir.Forget(forgets[i].ino, forgets[i].nlookup);
+    if (!SessionNodes::IsNodeId(forgets[i].ino))
+      dir.names().Forget(forgets[i].ino, forgets[i].nlookup);
   }
   fuse_reply_none(req);
 }
@@ -189,7 +190,7 @@ void WalfsGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_reply_attr(req, &st, 0);
     return;
   }
-  absl::StatusOr<core::Attr> attr = GetServer(req).dir().GetAttr(ino);
+  absl::StatusOr<core::Attr> attr = GetServer(req).dir().names().GetAttr(ino);
   if (!attr.ok()) {
     fuse_reply_err(req, StatusToErrno(attr.status(), "getattr", ino));
     return;
@@ -228,9 +229,10 @@ void WalfsSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
   // apart from what its own setattr does, so it only reads the attributes back.
   bool any = r.mode || r.uid || r.gid || r.size || r.atime_ns || r.mtime_ns;
   absl::StatusOr<core::Attr> result =
-      !any     ? dir.GetAttr(ino)
-      : r.size ? GetServer(req).read_leases().Shrink(ino, [&] { return dir.Setattr(ino, r); })
-               : dir.Setattr(ino, r);
+      !any ? dir.names().GetAttr(ino)
+      : r.size
+          ? GetServer(req).read_leases().Shrink(ino, [&] { return dir.names().Setattr(ino, r); })
+          : dir.names().Setattr(ino, r);
   if (!result.ok()) {
     fuse_reply_err(req, StatusToErrno(result.status(), "setattr", ino));
     return;
@@ -245,7 +247,7 @@ void WalfsReadlink(fuse_req_t req, fuse_ino_t ino) {
     fuse_reply_err(req, EINVAL);
     return;
   }
-  absl::StatusOr<std::string> target = GetServer(req).dir().Readlink(ino);
+  absl::StatusOr<std::string> target = GetServer(req).dir().names().Readlink(ino);
   if (!target.ok()) {
     fuse_reply_err(req, StatusToErrno(target.status(), "readlink", ino));
     return;
@@ -278,14 +280,15 @@ void WalfsMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode
   }
   core::WalDirectory& dir = GetServer(req).dir();
   if (S_ISREG(mode)) {  // some tools create regular files with mknod
-    ReplyEntry(req, dir.Create(parent, name, mode & 07777, GetCaller(req), /*exclusive=*/true),
+    ReplyEntry(req,
+               dir.names().Create(parent, name, mode & 07777, GetCaller(req), /*exclusive=*/true),
                "mknod", parent);
     return;
   }
   // FIFOs, sockets and devices are inert inodes: the kernel gives a FIFO its pipe and a
   // socket its binding without asking walfs, and the mount is nodev, so a device node
   // is never opened. (The kernel checks CAP_MKNOD for devices before it asks.)
-  ReplyEntry(req, dir.Mknod(parent, name, mode, rdev, GetCaller(req)), "mknod", parent);
+  ReplyEntry(req, dir.names().Mknod(parent, name, mode, rdev, GetCaller(req)), "mknod", parent);
 }
 
 void WalfsMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
@@ -294,7 +297,7 @@ void WalfsMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode
     fuse_reply_err(req, EPERM);
     return;
   }
-  ReplyEntry(req, GetServer(req).dir().Mkdir(parent, name, mode & 07777, GetCaller(req)),
+  ReplyEntry(req, GetServer(req).dir().names().Mkdir(parent, name, mode & 07777, GetCaller(req)),
              "mkdir", parent);
 }
 
@@ -304,7 +307,7 @@ void WalfsSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const cha
     fuse_reply_err(req, EPERM);
     return;
   }
-  ReplyEntry(req, GetServer(req).dir().Symlink(parent, name, link, GetCaller(req)),
+  ReplyEntry(req, GetServer(req).dir().names().Symlink(parent, name, link, GetCaller(req)),
              "symlink", parent);
 }
 
@@ -314,7 +317,7 @@ void WalfsLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char*
     fuse_reply_err(req, EPERM);
     return;
   }
-  ReplyEntry(req, GetServer(req).dir().Link(ino, newparent, newname), "link", ino);
+  ReplyEntry(req, GetServer(req).dir().names().Link(ino, newparent, newname), "link", ino);
 }
 
 void WalfsUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -323,12 +326,12 @@ void WalfsUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     fuse_reply_err(req, GetServer(req).session_nodes().Remove(name));
     return;
   }
-  ReplyStatus(req, GetServer(req).dir().Unlink(parent, name), "unlink", parent);
+  ReplyStatus(req, GetServer(req).dir().names().Unlink(parent, name), "unlink", parent);
 }
 
 void WalfsRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   OpTimer timer(GetServer(req), OpClass::kUnlink);
-  ReplyStatus(req, GetServer(req).dir().Rmdir(parent, name), "rmdir", parent);
+  ReplyStatus(req, GetServer(req).dir().names().Rmdir(parent, name), "rmdir", parent);
 }
 
 void WalfsRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
@@ -345,7 +348,8 @@ void WalfsRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t
   uint32_t core_flags = 0;
   if (flags & RENAME_NOREPLACE) core_flags |= core::kRenameNoReplace;
   if (flags & RENAME_EXCHANGE) core_flags |= core::kRenameExchange;
-  ReplyStatus(req, GetServer(req).dir().Rename(parent, name, newparent, newname, core_flags),
+  ReplyStatus(req,
+              GetServer(req).dir().names().Rename(parent, name, newparent, newname, core_flags),
               "rename", parent);
 }
 
@@ -362,7 +366,7 @@ void WalfsCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mod
   core::WalDirectory& dir = server.dir();
   bool exclusive = (fi->flags & O_EXCL) != 0;
   absl::StatusOr<core::Attr> attr =
-      dir.Create(parent, name, mode & 07777, GetCaller(req), exclusive);
+      dir.names().Create(parent, name, mode & 07777, GetCaller(req), exclusive);
   if (!attr.ok()) {
     fuse_reply_err(req, StatusToErrno(attr.status(), "create", parent));
     return;
@@ -373,9 +377,9 @@ void WalfsCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mod
     truncate.size = 0;
     truncate.clear_setid = ClearsSetid(req);
     absl::StatusOr<core::Attr> truncated = GetServer(req).read_leases().Shrink(
-        attr->ino, [&] { return dir.Setattr(attr->ino, truncate); });
+        attr->ino, [&] { return dir.names().Setattr(attr->ino, truncate); });
     if (!truncated.ok()) {
-      dir.Forget(attr->ino, 1);
+      dir.names().Forget(attr->ino, 1);
       fuse_reply_err(req, StatusToErrno(truncated.status(), "create (truncate)", parent));
       return;
     }
@@ -384,7 +388,7 @@ void WalfsCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mod
   OpenHandle(fi, server.config());
   fuse_entry_param e = ToEntry(*attr, server.config());
   if (fuse_reply_create(req, &e, fi) != 0) {
-    dir.Forget(attr->ino, 1);
+    dir.names().Forget(attr->ino, 1);
     delete FileHandle::From(fi);
   }
 }
@@ -418,7 +422,7 @@ void WalfsReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   std::vector<char> buffer(size);
   size_t used = 0;
   std::string name;
-  absl::Status status = GetServer(req).dir().Readdir(
+  absl::Status status = GetServer(req).dir().names().Readdir(
       ino, static_cast<uint64_t>(off), [&](const core::DirEntry& d) {
         if (ino == core::kRootInode && SessionNodes::IsReserved(d.name)) return true;
         struct stat st {};
@@ -457,7 +461,7 @@ void WalfsReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   core::WalDirectory& dir = GetServer(req).dir();
   size_t budget = 0;
   absl::Status status =
-      dir.Readdir(ino, static_cast<uint64_t>(off), [&](const core::DirEntry& d) {
+      dir.names().Readdir(ino, static_cast<uint64_t>(off), [&](const core::DirEntry& d) {
         Pending p{std::string(d.name), d.ino, d.type, d.next_cookie};
         if (ino == core::kRootInode && SessionNodes::IsReserved(p.name)) return true;
         size_t need = fuse_add_direntry_plus(req, nullptr, 0, p.name.c_str(), nullptr, 0);
@@ -480,21 +484,21 @@ void WalfsReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
       e.attr.st_ino = p.ino;
       e.attr.st_mode = p.type;
     } else {
-      absl::StatusOr<core::Attr> attr = dir.Lookup(ino, p.name);
+      absl::StatusOr<core::Attr> attr = dir.names().Lookup(ino, p.name);
       if (!attr.ok()) continue;  // renamed or unlinked since Readdir saw it
       e = ToEntry(*attr, GetServer(req).config());
     }
     size_t need = fuse_add_direntry_plus(req, buffer.data() + used, size - used,
                                          p.name.c_str(), &e, static_cast<off_t>(p.next_cookie));
     if (need > size - used) {
-      if (!dot) dir.Forget(e.ino, 1);
+      if (!dot) dir.names().Forget(e.ino, 1);
       break;
     }
     used += need;
     if (!dot) referenced.push_back(e.ino);
   }
   if (fuse_reply_buf(req, buffer.data(), used) != 0) {
-    for (core::InodeId id : referenced) dir.Forget(id, 1);
+    for (core::InodeId id : referenced) dir.names().Forget(id, 1);
   }
 }
 
@@ -508,7 +512,7 @@ void WalfsFsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*
     fuse_reply_err(req, ENOSYS);
     return;
   }
-  absl::Status status = RetryInterrupted([&] { return server.dir().FsyncDir(ino); });
+  absl::Status status = RetryInterrupted([&] { return server.dir().data().FsyncDir(ino); });
   fuse_reply_err(req, status.ok() ? 0 : NeverEintr(StatusToErrno(status, "fsyncdir", ino)));
 }
 

@@ -164,13 +164,13 @@ using Tree = std::map<std::string, Seen>;
 
 absl::Status Walk(WalDirectory& d, InodeId dir, const std::string& prefix, Tree& out) {
   std::vector<std::string> names;
-  absl::Status s = d.Readdir(dir, 0, [&](const DirEntry& e) {
+  absl::Status s = d.names().Readdir(dir, 0, [&](const DirEntry& e) {
     if (e.name != "." && e.name != "..") names.emplace_back(e.name);
     return true;
   });
   if (!s.ok()) return s;
   for (const auto& n : names) {
-    auto a = d.Lookup(dir, n);
+    auto a = d.names().Lookup(dir, n);
     if (!a.ok()) return a.status();
     const std::string path = prefix + "/" + n;
     Seen seen{'f', a->ino, {}, static_cast<int>(a->mode & 07777), a->mtime_ns, a->rdev};
@@ -180,7 +180,7 @@ absl::Status Walk(WalDirectory& d, InodeId dir, const std::string& prefix, Tree&
       if (!s.ok()) return s;
     } else if (S_ISLNK(a->mode)) {
       seen.type = 'l';
-      auto t = d.Readlink(a->ino);
+      auto t = d.names().Readlink(a->ino);
       if (!t.ok()) return t.status();
       seen.content = *t;
     } else if (S_ISFIFO(a->mode) || S_ISSOCK(a->mode) || S_ISCHR(a->mode)) {
@@ -188,7 +188,7 @@ absl::Status Walk(WalDirectory& d, InodeId dir, const std::string& prefix, Tree&
       if (a->size != 0) return absl::DataLossError(absl::StrCat(path, ": a special file with a size"));
     } else {
       seen.content.resize(a->size);
-      auto r = d.Read(a->ino, 0, absl::MakeSpan(seen.content));
+      auto r = d.data().Read(a->ino, 0, absl::MakeSpan(seen.content));
       if (!r.ok()) return r.status();
       if (*r != a->size) return absl::DataLossError(absl::StrCat(path, ": short read"));
     }
@@ -269,7 +269,7 @@ struct Context {
       const size_t slash = path.find('/', pos);
       const std::string part =
           path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
-      auto a = dir->Lookup(cur, part);
+      auto a = dir->names().Lookup(cur, part);
       EXPECT_TRUE(a.ok()) << path << ": " << a.status();
       if (!a.ok()) return 0;
       cur = a->ino;
@@ -459,14 +459,15 @@ class CrashHarness {
     for (int i = 0; i < 12; ++i) {
       const std::string name = i < 3 ? absl::StrCat("00000001000000000000001", i)
                                      : absl::StrCat("old", i);
-      auto f = d.Create(kRootInode, name, 0600, kPg, true);
+      auto f = d.names().Create(kRootInode, name, 0600, kPg, true);
       EXPECT_TRUE(f.ok()) << f.status();
       if (!f.ok()) return "";
       const std::string bytes(i < 3 ? kSegment : 5000 + i, static_cast<char>('A' + i));
-      EXPECT_TRUE(d.Write(f->ino, 0, absl::MakeConstSpan(bytes.data(), bytes.size()), false).ok());
-      d.Forget(f->ino, 1);
+      EXPECT_TRUE(
+          d.data().Write(f->ino, 0, absl::MakeConstSpan(bytes.data(), bytes.size()), false).ok());
+      d.names().Forget(f->ino, 1);
     }
-    EXPECT_TRUE(d.Unlink(kRootInode, "old5").ok());  // a freed file: zeroed, free
+    EXPECT_TRUE(d.names().Unlink(kRootInode, "old5").ok());  // a freed file: zeroed, free
     EXPECT_TRUE(d.Close().ok());
     MemoryRegion r(raw->bytes());
     FormatOptions opts;
@@ -569,7 +570,7 @@ Step Create(const std::string& path) {
             c.model->Create(path);
             if (Dry(c)) return;
             auto [parent, name] = c.Parent(path);
-            auto a = c.dir->Create(parent, name, 0600, kPg, true);
+            auto a = c.dir->names().Create(parent, name, 0600, kPg, true);
             ASSERT_TRUE(a.ok()) << a.status();
             c.handles[path] = a->ino;
           }};
@@ -582,7 +583,8 @@ Step Write(const std::string& path, uint64_t off, std::string bytes, bool sync =
             c.model->Write(id, off, bytes);
             if (sync) c.model->Sync(id);
             if (Dry(c)) return;
-            auto n = c.dir->Write(c.handles.at(path), off, {bytes.data(), bytes.size()}, sync);
+            auto n =
+                c.dir->data().Write(c.handles.at(path), off, {bytes.data(), bytes.size()}, sync);
             ASSERT_TRUE(n.ok()) << n.status();
           }};
 }
@@ -601,7 +603,7 @@ Step Fsync(const std::string& path, bool datasync = true) {
   return {"fsync " + path, [=](Context& c) {
             c.model->Sync(c.model->Id(path));
             if (Dry(c)) return;
-            ASSERT_TRUE(c.dir->Fsync(c.handles.at(path), datasync).ok());
+            ASSERT_TRUE(c.dir->data().Fsync(c.handles.at(path), datasync).ok());
           }};
 }
 
@@ -616,7 +618,7 @@ Step Rename(const std::string& from, const std::string& to, uint32_t flags = 0,
             if (Dry(c)) return;
             auto [p1, n1] = c.Parent(from);
             auto [p2, n2] = c.Parent(to);
-            absl::Status s = c.dir->Rename(p1, n1, p2, n2, flags);
+            absl::Status s = c.dir->names().Rename(p1, n1, p2, n2, flags);
             if (expect_errno != 0) {
               ASSERT_FALSE(s.ok());
             } else {
@@ -635,7 +637,7 @@ Step Link(const std::string& from, const std::string& to) {
             c.model->Link(from, to);
             if (Dry(c)) return;
             auto [p, n] = c.Parent(to);
-            auto a = c.dir->Link(c.handles.at(from), p, n);
+            auto a = c.dir->names().Link(c.handles.at(from), p, n);
             ASSERT_TRUE(a.ok()) << a.status();
             c.handles[to] = a->ino;
           }};
@@ -646,7 +648,7 @@ Step Unlink(const std::string& path) {
             c.model->Unlink(path);
             if (Dry(c)) return;
             auto [p, n] = c.Parent(path);
-            ASSERT_TRUE(c.dir->Unlink(p, n).ok());
+            ASSERT_TRUE(c.dir->names().Unlink(p, n).ok());
           }};
 }
 
@@ -655,7 +657,7 @@ Step Close(const std::string& path) {
   return {"close " + path, [=](Context& c) {
             if (Dry(c)) return;
             const InodeId ino = c.handles.at(path);
-            c.dir->Forget(ino, 1000);
+            c.dir->names().Forget(ino, 1000);
             for (auto it = c.handles.begin(); it != c.handles.end();) {
               it = it->second == ino ? c.handles.erase(it) : std::next(it);
             }
@@ -670,8 +672,9 @@ Step Fallocate(const std::string& path, uint64_t offset, uint64_t length, bool k
             const uint64_t size = c.model->data.at(id).current.size();
             if (!keep_size && offset + length > size) c.model->Truncate(id, offset + length);
             if (Dry(c)) return;
-            ASSERT_TRUE(c.dir->Fallocate(c.handles.at(path), offset, length,
-                                         keep_size ? uint32_t{kFallocateKeepSize} : 0u)
+            ASSERT_TRUE(c.dir->data()
+                            .Fallocate(c.handles.at(path), offset, length,
+                                       keep_size ? uint32_t{kFallocateKeepSize} : 0u)
                             .ok());
           }};
 }
@@ -681,7 +684,7 @@ Step Mkfifo(const std::string& path) {
             c.model->Mkfifo(path);
             if (Dry(c)) return;
             auto [p, n] = c.Parent(path);
-            auto a = c.dir->Mknod(p, n, S_IFIFO | 0600, 0, kPg);
+            auto a = c.dir->names().Mknod(p, n, S_IFIFO | 0600, 0, kPg);
             ASSERT_TRUE(a.ok()) << a.status();
             c.handles[path] = a->ino;
           }};
@@ -694,7 +697,7 @@ Step Mknod(const std::string& path, char type, uint64_t rdev) {
             if (Dry(c)) return;
             auto [p, n] = c.Parent(path);
             const uint32_t kind = type == 's' ? S_IFSOCK : S_IFCHR;
-            auto a = c.dir->Mknod(p, n, kind | 0640, rdev, kPg);
+            auto a = c.dir->names().Mknod(p, n, kind | 0640, rdev, kPg);
             ASSERT_TRUE(a.ok()) << a.status();
             c.handles[path] = a->ino;
           }};
@@ -707,7 +710,7 @@ Step Chmod(const std::string& path, uint32_t mode) {
             if (Dry(c)) return;
             SetattrRequest r;
             r.mode = mode;
-            ASSERT_TRUE(c.dir->Setattr(c.handles.at(path), r).ok());
+            ASSERT_TRUE(c.dir->names().Setattr(c.handles.at(path), r).ok());
           }};
 }
 Step SetMtime(const std::string& path, int64_t mtime_ns) {
@@ -716,7 +719,7 @@ Step SetMtime(const std::string& path, int64_t mtime_ns) {
             if (Dry(c)) return;
             SetattrRequest r;
             r.mtime_ns = mtime_ns;
-            ASSERT_TRUE(c.dir->Setattr(c.handles.at(path), r).ok());
+            ASSERT_TRUE(c.dir->names().Setattr(c.handles.at(path), r).ok());
           }};
 }
 
@@ -724,7 +727,7 @@ Step SetMtime(const std::string& path, int64_t mtime_ns) {
 Step Release(const std::string& path) {
   return {"release " + path, [=](Context& c) {
             if (Dry(c)) return;
-            ASSERT_TRUE(c.dir->Release(c.handles.at(path)).ok());
+            ASSERT_TRUE(c.dir->data().Release(c.handles.at(path)).ok());
           }};
 }
 
@@ -734,7 +737,7 @@ Step Truncate(const std::string& path, uint64_t size) {
             if (Dry(c)) return;
             SetattrRequest r;
             r.size = size;
-            ASSERT_TRUE(c.dir->Setattr(c.handles.at(path), r).ok());
+            ASSERT_TRUE(c.dir->names().Setattr(c.handles.at(path), r).ok());
           }};
 }
 
@@ -743,7 +746,7 @@ Step Mkdir(const std::string& path) {
             c.model->Mkdir(path);
             if (Dry(c)) return;
             auto [p, n] = c.Parent(path);
-            ASSERT_TRUE(c.dir->Mkdir(p, n, 0700, kPg).ok());
+            ASSERT_TRUE(c.dir->names().Mkdir(p, n, 0700, kPg).ok());
           }};
 }
 
@@ -752,7 +755,7 @@ Step Rmdir(const std::string& path) {
             c.model->Unlink(path);
             if (Dry(c)) return;
             auto [p, n] = c.Parent(path);
-            ASSERT_TRUE(c.dir->Rmdir(p, n).ok());
+            ASSERT_TRUE(c.dir->names().Rmdir(p, n).ok());
           }};
 }
 
@@ -761,14 +764,14 @@ Step Symlink(const std::string& path, const std::string& target) {
             c.model->Symlink(path, target);
             if (Dry(c)) return;
             auto [p, n] = c.Parent(path);
-            ASSERT_TRUE(c.dir->Symlink(p, n, target, kPg).ok());
+            ASSERT_TRUE(c.dir->names().Symlink(p, n, target, kPg).ok());
           }};
 }
 
 Step FsyncDir(const std::string& path) {
   return {"fsyncdir " + path, [=](Context& c) {
             if (Dry(c)) return;
-            ASSERT_TRUE(c.dir->FsyncDir(path == "/" ? kRootInode : c.Resolve(path)).ok());
+            ASSERT_TRUE(c.dir->data().FsyncDir(path == "/" ? kRootInode : c.Resolve(path)).ok());
           }};
 }
 

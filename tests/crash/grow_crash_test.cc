@@ -52,13 +52,13 @@ using Files = std::map<std::string, std::string>;
 
 absl::Status Walk(WalDirectory& d, InodeId dir, const std::string& prefix, Files& out) {
   std::vector<std::string> names;
-  absl::Status s = d.Readdir(dir, 0, [&](const DirEntry& e) {
+  absl::Status s = d.names().Readdir(dir, 0, [&](const DirEntry& e) {
     if (e.name != "." && e.name != "..") names.emplace_back(e.name);
     return true;
   });
   if (!s.ok()) return s;
   for (const auto& n : names) {
-    auto a = d.Lookup(dir, n);
+    auto a = d.names().Lookup(dir, n);
     if (!a.ok()) return a.status();
     const std::string path = prefix + "/" + n;
     if (S_ISDIR(a->mode)) {
@@ -68,7 +68,7 @@ absl::Status Walk(WalDirectory& d, InodeId dir, const std::string& prefix, Files
       continue;
     }
     std::string content(a->size, '\0');
-    auto r = d.Read(a->ino, 0, absl::MakeSpan(content));
+    auto r = d.data().Read(a->ino, 0, absl::MakeSpan(content));
     if (!r.ok()) return r.status();
     if (*r != a->size) return absl::DataLossError(absl::StrCat(path, ": short read"));
     out[path] = std::move(content);
@@ -102,15 +102,16 @@ std::string MakePool(Kind kind) {
   if (!opened.ok()) return "";
   WalDirectory& d = **opened;
   auto write = [&](const std::string& name, const std::string& bytes) {
-    auto f = d.Create(kRootInode, name, 0600, kPg, true);
+    auto f = d.names().Create(kRootInode, name, 0600, kPg, true);
     ASSERT_TRUE(f.ok()) << f.status();
-    ASSERT_TRUE(d.Write(f->ino, 0, absl::MakeConstSpan(bytes.data(), bytes.size()), true).ok());
-    ASSERT_TRUE(d.Release(f->ino).ok());
-    d.Forget(f->ino, 1);
+    ASSERT_TRUE(
+        d.data().Write(f->ino, 0, absl::MakeConstSpan(bytes.data(), bytes.size()), true).ok());
+    ASSERT_TRUE(d.data().Release(f->ino).ok());
+    d.names().Forget(f->ino, 1);
   };
   write("000000010000000000000001", Pattern(kSegment, 's'));  // from the bottom
   if (kind != Kind::kUninitAtTheEnd) {
-    auto dir = d.Mkdir(kRootInode, "archive_status", 0700, kPg);
+    auto dir = d.names().Mkdir(kRootInode, "archive_status", 0700, kPg);
     EXPECT_TRUE(dir.ok()) << dir.status();
     write("00000002.history", Pattern(5000, 'h'));  // from the top
   }
@@ -144,17 +145,17 @@ Opened OpenAndCheck(const std::string& image, bool pmem, bool fill) {
   if (fill && o.capacity == kNewSize) {
     const FsStats st = d.Statfs();
     const uint64_t bytes = st.free_blocks * st.block_size;
-    auto f = d.Create(kRootInode, kFillName, 0600, kPg, true);
+    auto f = d.names().Create(kRootInode, kFillName, 0600, kPg, true);
     if (!f.ok()) {
       o.error = absl::StrCat("create fill: ", f.status().message());
       return o;
     }
-    if (absl::Status s = d.Fallocate(f->ino, 0, bytes, 0); !s.ok()) {
+    if (absl::Status s = d.data().Fallocate(f->ino, 0, bytes, 0); !s.ok()) {
       o.error = absl::StrCat("fallocate ", bytes, " bytes (all free space): ", s.message());
       return o;
     }
     std::string got(bytes, '\1');
-    auto r = d.Read(f->ino, 0, absl::MakeSpan(got));
+    auto r = d.data().Read(f->ino, 0, absl::MakeSpan(got));
     if (!r.ok() || *r != bytes || got.find_first_not_of('\0') != std::string::npos) {
       o.error = "the free space after the grow does not read as zeros";
       return o;
@@ -164,7 +165,7 @@ Opened OpenAndCheck(const std::string& image, bool pmem, bool fill) {
                              kNewSize - kOldSize);
       return o;
     }
-    d.Forget(f->ino, 1);
+    d.names().Forget(f->ino, 1);
   }
   if (absl::Status s = d.Close(); !s.ok()) {
     o.error = absl::StrCat("close: ", s.message());
@@ -227,7 +228,7 @@ TEST_P(GrowCrashTest, EveryCrashStateHasTheOldOrTheNewSizeAndEveryFile) {
   EXPECT_EQ(grown->old_capacity, kOldSize);
   EXPECT_EQ(grown->new_capacity, kNewSize);
   // The open pool refuses changes until it is reopened (its allocator has the old size).
-  EXPECT_EQ(ErrnoFromStatus((*dir)->Mkdir(kRootInode, "late", 0700, kPg).status()), EROFS);
+  EXPECT_EQ(ErrnoFromStatus((*dir)->names().Mkdir(kRootInode, "late", 0700, kPg).status()), EROFS);
   ASSERT_TRUE((*dir)->Close().ok());
   rec->SetDurabilityHook({});
   const std::string durable = rec->DurableImage();

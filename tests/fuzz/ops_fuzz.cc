@@ -115,7 +115,7 @@ class Program {
   }
   void Check(const std::string& op, int node) {
     const Node& n = nodes_[node];
-    auto a = dir_->GetAttr(n.ino);
+    auto a = dir_->names().GetAttr(n.ino);
     if (!a.ok()) Violation(op + ": getattr " + a.status().ToString());
     if (n.type != 'd' && a->nlink != n.nlink) {
       Violation(op + ": nlink " + std::to_string(a->nlink) + ", model " + std::to_string(n.nlink));
@@ -126,10 +126,10 @@ class Program {
                   std::to_string(n.data.size()));
       }
       std::string got(n.data.size(), '\0');
-      auto r = dir_->Read(n.ino, 0, absl::MakeSpan(got));
+      auto r = dir_->data().Read(n.ino, 0, absl::MakeSpan(got));
       if (!r.ok() || *r != got.size() || got != n.data) Violation(op + ": contents differ");
     } else if (n.type == 'l') {
-      auto t = dir_->Readlink(n.ino);
+      auto t = dir_->names().Readlink(n.ino);
       if (!t.ok() || *t != n.data) Violation(op + ": symlink target differs");
     }
   }
@@ -138,7 +138,7 @@ class Program {
   // background in this process). The reserve (core/wal_directory.h) is not counted: only
   // WAL segments may take it, and this check does not tell them from other files.
   void ExpectFull(const std::string& op, InodeId ino, uint64_t end) {
-    const uint64_t have = dir_->GetAttr(ino)->blocks / 8;
+    const uint64_t have = dir_->names().GetAttr(ino)->blocks / 8;
     const uint64_t need = (end + 4095) / 4096;
     const core::FsStats st = dir_->Statfs();
     const uint64_t free = st.free_blocks - st.reserved_blocks;
@@ -153,7 +153,7 @@ class Program {
     for (size_t d = 0; d < nodes_.size(); ++d) {
       if (nodes_[d].type != 'd' || (d != 0 && nodes_[d].nlink == 0)) continue;
       size_t seen = 0;
-      absl::Status s = dir_->Readdir(nodes_[d].ino, 0, [&](const core::DirEntry& e) {
+      absl::Status s = dir_->names().Readdir(nodes_[d].ino, 0, [&](const core::DirEntry& e) {
         if (e.name == "." || e.name == "..") return true;
         ++seen;
         const int c = Child(static_cast<int>(d), std::string(e.name));
@@ -181,7 +181,7 @@ class Program {
     const std::string what = std::to_string(op) + " " + name;
     switch (op) {
       case 0: {  // create (O_EXCL)
-        auto a = dir_->Create(dino, name, 0644, kUser, true);
+        auto a = dir_->names().Create(dino, name, 0644, kUser, true);
         if (c >= 0) return Expect(what + " create", ErrnoOf(a.status()), EEXIST);
         if (!a.ok()) return Expect(what + " create", ErrnoOf(a.status()), ENOSPC);
         nodes_.push_back(Node{'f', "", 1, {}, a->ino});
@@ -192,7 +192,7 @@ class Program {
       case 2: {  // write
         if (c < 0 || nodes_[c].type != 'f') return;
         std::string bytes(len + 1, fill);
-        auto n = dir_->Write(nodes_[c].ino, off, {bytes.data(), bytes.size()}, op == 2);
+        auto n = dir_->data().Write(nodes_[c].ino, off, {bytes.data(), bytes.size()}, op == 2);
         if (!n.ok()) {
           const int e = ErrnoOf(n.status());
           if (e != ENOSPC && e != EFBIG) Expect(what + " write", e, ENOSPC);
@@ -208,7 +208,7 @@ class Program {
         if (c < 0 || nodes_[c].type != 'f') return;
         core::SetattrRequest r;
         r.size = off * 3;
-        auto a = dir_->Setattr(nodes_[c].ino, r);
+        auto a = dir_->names().Setattr(nodes_[c].ino, r);
         if (!a.ok()) {
           const int e = ErrnoOf(a.status());
           if (e != ENOSPC && e != EFBIG) Expect(what + " truncate", e, ENOSPC);
@@ -218,18 +218,18 @@ class Program {
         return Check(what + " truncate", c);
       }
       case 4: {  // unlink
-        absl::Status s = dir_->Unlink(dino, name);
+        absl::Status s = dir_->names().Unlink(dino, name);
         if (c < 0) return Expect(what + " unlink", ErrnoOf(s), ENOENT);
         if (nodes_[c].type == 'd') return Expect(what + " unlink", ErrnoOf(s), EISDIR);
         Expect(what + " unlink", ErrnoOf(s), 0);
         nodes_[dir].children.erase(name);
-        if (--nodes_[c].nlink == 0) dir_->Forget(nodes_[c].ino, 1000);
+        if (--nodes_[c].nlink == 0) dir_->names().Forget(nodes_[c].ino, 1000);
         return;
       }
       case 5: {  // link
         if (c < 0) return;
         const int c2 = Child(dir2, name2);
-        auto a = dir_->Link(nodes_[c].ino, nodes_[dir2].ino, name2);
+        auto a = dir_->names().Link(nodes_[c].ino, nodes_[dir2].ino, name2);
         if (nodes_[c].type == 'd') return Expect(what + " link", ErrnoOf(a.status()), EPERM);
         if (c2 >= 0) return Expect(what + " link", ErrnoOf(a.status()), EEXIST);
         if (ErrnoOf(a.status()) == ENOSPC) return;  // the dirent table is full
@@ -242,7 +242,7 @@ class Program {
       case 7: {  // rename, plain or (7) with NOREPLACE / EXCHANGE from the fill byte
         const uint32_t flags = op == 6 ? 0 : (p[7] & 1) ? core::kRenameNoReplace
                                                            : core::kRenameExchange;
-        absl::Status s = dir_->Rename(dino, name, nodes_[dir2].ino, name2, flags);
+        absl::Status s = dir_->names().Rename(dino, name, nodes_[dir2].ino, name2, flags);
         const int c2 = Child(dir2, name2);
         const int want = Rename(dir, name, dir2, name2, flags, c, c2);
         Expect(what + " rename to " + name2, ErrnoOf(s), want);
@@ -250,7 +250,7 @@ class Program {
         return;
       }
       case 8: {  // mkdir
-        auto a = dir_->Mkdir(dino, name, 0755, kUser);
+        auto a = dir_->names().Mkdir(dino, name, 0755, kUser);
         if (c >= 0) return Expect(what + " mkdir", ErrnoOf(a.status()), EEXIST);
         if (!a.ok()) return Expect(what + " mkdir", ErrnoOf(a.status()), ENOSPC);
         nodes_.push_back(Node{'d', "", 2, {}, a->ino});
@@ -258,19 +258,19 @@ class Program {
         return;
       }
       case 9: {  // rmdir
-        absl::Status s = dir_->Rmdir(dino, name);
+        absl::Status s = dir_->names().Rmdir(dino, name);
         if (c < 0) return Expect(what + " rmdir", ErrnoOf(s), ENOENT);
         if (nodes_[c].type != 'd') return Expect(what + " rmdir", ErrnoOf(s), ENOTDIR);
         if (!nodes_[c].children.empty()) return Expect(what + " rmdir", ErrnoOf(s), ENOTEMPTY);
         Expect(what + " rmdir", ErrnoOf(s), 0);
         nodes_[dir].children.erase(name);
         nodes_[c].nlink = 0;
-        dir_->Forget(nodes_[c].ino, 1000);
+        dir_->names().Forget(nodes_[c].ino, 1000);
         return;
       }
       case 10: {  // symlink: short, or out of line
         const std::string target((p[7] & 1) ? 300 + len % 3700 : 1 + len % 400, fill);
-        auto a = dir_->Symlink(dino, name, target, kUser);
+        auto a = dir_->names().Symlink(dino, name, target, kUser);
         if (c >= 0) return Expect(what + " symlink", ErrnoOf(a.status()), EEXIST);
         if (!a.ok()) return Expect(what + " symlink", ErrnoOf(a.status()), ENOSPC);
         nodes_.push_back(Node{'l', target, 1, {}, a->ino});
@@ -278,7 +278,7 @@ class Program {
         return Check(what + " symlink", static_cast<int>(nodes_.size() - 1));
       }
       case 11: {  // mkfifo
-        auto a = dir_->Mknod(dino, name, S_IFIFO | 0600, 0, kUser);
+        auto a = dir_->names().Mknod(dino, name, S_IFIFO | 0600, 0, kUser);
         if (c >= 0) return Expect(what + " mknod", ErrnoOf(a.status()), EEXIST);
         if (!a.ok()) return Expect(what + " mknod", ErrnoOf(a.status()), ENOSPC);
         nodes_.push_back(Node{'p', "", 1, {}, a->ino});
@@ -288,8 +288,8 @@ class Program {
       case 12: {  // fallocate, KEEP_SIZE from the fill byte
         if (c < 0 || nodes_[c].type != 'f') return;
         const bool keep = (p[7] & 1) != 0;
-        absl::Status s = dir_->Fallocate(nodes_[c].ino, off, len + 1,
-                                         keep ? core::kFallocateKeepSize : 0);
+        absl::Status s = dir_->data().Fallocate(nodes_[c].ino, off, len + 1,
+                                                keep ? core::kFallocateKeepSize : 0);
         if (!s.ok()) {
           const int e = ErrnoOf(s);
           if (e != ENOSPC && e != EFBIG) Expect(what + " fallocate", e, ENOSPC);
@@ -301,12 +301,12 @@ class Program {
         return Check(what + " fallocate", c);
       }
       case 13:  // release (close of a handle)
-        if (c >= 0) Expect(what + " release", ErrnoOf(dir_->Release(nodes_[c].ino)), 0);
+        if (c >= 0) Expect(what + " release", ErrnoOf(dir_->data().Release(nodes_[c].ino)), 0);
         if (c >= 0) Check(what + " release", c);
         return;
       case 14:  // fsync
         if (c >= 0 && nodes_[c].type == 'f') {
-          Expect(what + " fsync", ErrnoOf(dir_->Fsync(nodes_[c].ino, (p[7] & 1) != 0)), 0);
+          Expect(what + " fsync", ErrnoOf(dir_->data().Fsync(nodes_[c].ino, (p[7] & 1) != 0)), 0);
         }
         return;
       case 15:  // clean restart
@@ -345,7 +345,7 @@ class Program {
       if (d2 && !nodes_[c2].children.empty()) return ENOTEMPTY;
       if (--nodes_[c2].nlink == 0 || d2) {
         nodes_[c2].nlink = 0;
-        dir_->Forget(nodes_[c2].ino, 1000);
+        dir_->names().Forget(nodes_[c2].ino, 1000);
       }
     }
     nodes_[dir].children.erase(name);

@@ -113,24 +113,24 @@ void Walk(core::WalDirectory& dir) {
     const core::InodeId ino = stack.back();
     stack.pop_back();
     std::vector<std::string> names;
-    (void)dir.Readdir(ino, 0, [&](const core::DirEntry& e) {
+    (void)dir.names().Readdir(ino, 0, [&](const core::DirEntry& e) {
       if (e.name != "." && e.name != "..") names.emplace_back(e.name);
       return true;
     });
     for (const std::string& name : names) {
-      auto attr = dir.Lookup(ino, name);
+      auto attr = dir.names().Lookup(ino, name);
       if (!attr.ok()) continue;
       if (S_ISDIR(attr->mode)) {
         stack.push_back(attr->ino);
       } else if (S_ISLNK(attr->mode)) {
-        (void)dir.Readlink(attr->ino);
+        (void)dir.names().Readlink(attr->ino);
       } else {
         for (uint64_t off = 0; off < attr->size; off += buf.size()) {
-          auto n = dir.Read(attr->ino, off, {buf.data(), buf.size()});
+          auto n = dir.data().Read(attr->ino, off, {buf.data(), buf.size()});
           if (!n.ok() || *n == 0) break;
         }
       }
-      dir.Forget(attr->ino, 1);
+      dir.names().Forget(attr->ino, 1);
     }
   }
 }

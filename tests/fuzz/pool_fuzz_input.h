@@ -80,20 +80,20 @@ inline std::string FreshImage() {
 // /a/b (nested directories).
 inline void Populate(core::WalDirectory& dir) {
   const core::InodeId root = core::kRootInode;
-  auto seg = Must(dir.Create(root, kSegmentName, 0600, kUser, true), "create segment");
+  auto seg = Must(dir.names().Create(root, kSegmentName, 0600, kUser, true), "create segment");
   std::string page(8192, '\0');
   for (size_t i = 0; i < page.size(); ++i) page[i] = static_cast<char>(i * 7 + 1);
-  Must(dir.Write(seg.ino, 0, {page.data(), page.size()}, true), "write segment");
-  auto status = Must(dir.Mkdir(root, "archive_status", 0700, kUser), "mkdir");
-  Must(dir.Create(status.ino, "000000010000000000000001.ready", 0600, kUser, true),
+  Must(dir.data().Write(seg.ino, 0, {page.data(), page.size()}, true), "write segment");
+  auto status = Must(dir.names().Mkdir(root, "archive_status", 0700, kUser), "mkdir");
+  Must(dir.names().Create(status.ino, "000000010000000000000001.ready", 0600, kUser, true),
        "create .ready");
-  auto small = Must(dir.Create(root, "small", 0644, kUser, true), "create small");
-  Must(dir.Write(small.ino, 0, {page.data(), 5000}, false), "write small");
-  Must(dir.Fsync(small.ino, false), "fsync small");
-  Must(dir.Link(small.ino, root, "small.link"), "link");
-  Must(dir.Symlink(root, "latest", kSegmentName, kUser), "symlink");
-  auto a = Must(dir.Mkdir(root, "a", 0755, kUser), "mkdir a");
-  Must(dir.Mkdir(a.ino, "b", 0755, kUser), "mkdir b");
+  auto small = Must(dir.names().Create(root, "small", 0644, kUser, true), "create small");
+  Must(dir.data().Write(small.ino, 0, {page.data(), 5000}, false), "write small");
+  Must(dir.data().Fsync(small.ino, false), "fsync small");
+  Must(dir.names().Link(small.ino, root, "small.link"), "link");
+  Must(dir.names().Symlink(root, "latest", kSegmentName, kUser), "symlink");
+  auto a = Must(dir.names().Mkdir(root, "a", 0755, kUser), "mkdir a");
+  Must(dir.names().Mkdir(a.ino, "b", 0755, kUser), "mkdir b");
 }
 
 inline std::string PopulatedImage() {

@@ -72,23 +72,23 @@ class SeedWriter {
 void Operations(core::WalDirectory& dir) {
   const char kNext[] = "000000010000000000000002";
   std::string page(8192, 'w');
-  auto seg = Must(dir.Create(kRootInode, "xlogtemp.42", 0600, kUser, true), "create temp");
-  Must(dir.Write(seg.ino, 0, {page.data(), page.size()}, false), "write temp");
-  Must(dir.Fsync(seg.ino, false), "fsync temp");
-  Must(dir.Rename(kRootInode, "xlogtemp.42", kRootInode, kNext, core::kRenameNoReplace),
+  auto seg = Must(dir.names().Create(kRootInode, "xlogtemp.42", 0600, kUser, true), "create temp");
+  Must(dir.data().Write(seg.ino, 0, {page.data(), page.size()}, false), "write temp");
+  Must(dir.data().Fsync(seg.ino, false), "fsync temp");
+  Must(dir.names().Rename(kRootInode, "xlogtemp.42", kRootInode, kNext, core::kRenameNoReplace),
        "rename temp");
-  auto status = Must(dir.Lookup(kRootInode, "archive_status"), "lookup archive_status");
-  Must(dir.Rename(status.ino, "000000010000000000000001.ready", status.ino,
-                  "000000010000000000000001.done", 0),
+  auto status = Must(dir.names().Lookup(kRootInode, "archive_status"), "lookup archive_status");
+  Must(dir.names().Rename(status.ino, "000000010000000000000001.ready", status.ino,
+                          "000000010000000000000001.done", 0),
        "rename .ready");
-  Must(dir.Unlink(kRootInode, "small.link"), "unlink link");
+  Must(dir.names().Unlink(kRootInode, "small.link"), "unlink link");
   core::SetattrRequest shrink;
   shrink.size = 100;
-  auto small = Must(dir.Lookup(kRootInode, "small"), "lookup small");
-  Must(dir.Setattr(small.ino, shrink), "truncate small");
-  auto a = Must(dir.Lookup(kRootInode, "a"), "lookup a");
-  Must(dir.Rmdir(a.ino, "b"), "rmdir b");
-  Must(dir.Unlink(kRootInode, kSegmentName), "unlink old segment");
+  auto small = Must(dir.names().Lookup(kRootInode, "small"), "lookup small");
+  Must(dir.names().Setattr(small.ino, shrink), "truncate small");
+  auto a = Must(dir.names().Lookup(kRootInode, "a"), "lookup a");
+  Must(dir.names().Rmdir(a.ino, "b"), "rmdir b");
+  Must(dir.names().Unlink(kRootInode, kSegmentName), "unlink old segment");
 }
 
 }  // namespace

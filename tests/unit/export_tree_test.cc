@@ -601,16 +601,17 @@ class ExportPoolTest : public ExportTreeTest {
     std::unique_ptr<core::WalDirectory> dir =
         core::testing::OpenImage(core::testing::FormattedImage(), true, &bytes);
     ASSERT_NE(dir, nullptr);
-    auto wal = dir->Mkdir(core::kRootInode, "wal", 0750, kOwner);
+    auto wal = dir->names().Mkdir(core::kRootInode, "wal", 0750, kOwner);
     ASSERT_TRUE(wal.ok()) << wal.status();
-    auto seg = dir->Create(wal->ino, "seg", 0600, kOwner, true);
+    auto seg = dir->names().Create(wal->ino, "seg", 0600, kOwner, true);
     ASSERT_TRUE(seg.ok()) << seg.status();
-    ASSERT_TRUE(dir->Write(seg->ino, 0, core::testing::Bytes(std::string(10000, 's')), false).ok());
-    auto small = dir->Create(wal->ino, "small", 0644, kOwner, true);
+    ASSERT_TRUE(
+        dir->data().Write(seg->ino, 0, core::testing::Bytes(std::string(10000, 's')), false).ok());
+    auto small = dir->names().Create(wal->ino, "small", 0644, kOwner, true);
     ASSERT_TRUE(small.ok()) << small.status();
-    ASSERT_TRUE(dir->Write(small->ino, 0, core::testing::Bytes("tiny"), false).ok());
-    ASSERT_TRUE(dir->Symlink(core::kRootInode, "link", "wal/seg", kOwner).ok());
-    ASSERT_TRUE(dir->Mknod(core::kRootInode, "fifo", S_IFIFO | 0600, 0, kOwner).ok());
+    ASSERT_TRUE(dir->data().Write(small->ino, 0, core::testing::Bytes("tiny"), false).ok());
+    ASSERT_TRUE(dir->names().Symlink(core::kRootInode, "link", "wal/seg", kOwner).ok());
+    ASSERT_TRUE(dir->names().Mknod(core::kRootInode, "fifo", S_IFIFO | 0600, 0, kOwner).ok());
     seg_ino_ = seg->ino;
     ASSERT_TRUE(dir->Close().ok());
     image_ = *bytes;

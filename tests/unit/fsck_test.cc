@@ -779,25 +779,28 @@ TEST(FsckWithCoreTest, PoolWrittenByWalDirectoryIsClean) {
   FsckReport fresh = CheckImage(*bytes);
   EXPECT_TRUE(fresh.problems.empty()) << Describe(fresh);
 
-  auto archive = dir->Mkdir(kRootInode, "archive", 0750, kUser);
+  auto archive = dir->names().Mkdir(kRootInode, "archive", 0750, kUser);
   ASSERT_TRUE(archive.ok()) << archive.status();
-  auto seg = dir->Create(kRootInode, kSegment, 0600, kUser, true);
+  auto seg = dir->names().Create(kRootInode, kSegment, 0600, kUser, true);
   ASSERT_TRUE(seg.ok()) << seg.status();
   const std::string data(300000, 'a');
-  ASSERT_TRUE(dir->Write(seg->ino, 0, testing::Bytes(data), false).ok());
-  auto history = dir->Create(kRootInode, "00000002.history", 0644, kUser, true);
+  ASSERT_TRUE(dir->data().Write(seg->ino, 0, testing::Bytes(data), false).ok());
+  auto history = dir->names().Create(kRootInode, "00000002.history", 0644, kUser, true);
   ASSERT_TRUE(history.ok());
-  ASSERT_TRUE(dir->Write(history->ino, 0, testing::Bytes(std::string("1\t0/3000000\tno recovery target\n")), true).ok());
-  ASSERT_TRUE(dir->Link(seg->ino, archive->ino, "seg-copy").ok());
-  ASSERT_TRUE(dir->Symlink(kRootInode, "latest", "archive/seg-copy", kUser).ok());
-  ASSERT_TRUE(dir->Rename(kRootInode, "00000002.history", archive->ino, "h", 0).ok());
-  auto sub = dir->Mkdir(archive->ino, "old", 0700, kUser);
+  ASSERT_TRUE(dir->data()
+                  .Write(history->ino, 0,
+                         testing::Bytes(std::string("1\t0/3000000\tno recovery target\n")), true)
+                  .ok());
+  ASSERT_TRUE(dir->names().Link(seg->ino, archive->ino, "seg-copy").ok());
+  ASSERT_TRUE(dir->names().Symlink(kRootInode, "latest", "archive/seg-copy", kUser).ok());
+  ASSERT_TRUE(dir->names().Rename(kRootInode, "00000002.history", archive->ino, "h", 0).ok());
+  auto sub = dir->names().Mkdir(archive->ino, "old", 0700, kUser);
   ASSERT_TRUE(sub.ok());
-  auto tmp = dir->Create(kRootInode, "tmp", 0600, kUser, true);
+  auto tmp = dir->names().Create(kRootInode, "tmp", 0600, kUser, true);
   ASSERT_TRUE(tmp.ok());
-  ASSERT_TRUE(dir->Write(tmp->ino, 0, testing::Bytes(std::string(10000, 't')), false).ok());
-  ASSERT_TRUE(dir->Fsync(tmp->ino, false).ok());
-  ASSERT_TRUE(dir->Unlink(kRootInode, "tmp").ok());  // still looked up: an orphan
+  ASSERT_TRUE(dir->data().Write(tmp->ino, 0, testing::Bytes(std::string(10000, 't')), false).ok());
+  ASSERT_TRUE(dir->data().Fsync(tmp->ino, false).ok());
+  ASSERT_TRUE(dir->names().Unlink(kRootInode, "tmp").ok());  // still looked up: an orphan
 
   FsckReport open = CheckImage(*bytes);
   EXPECT_TRUE(open.clean()) << Describe(open);
@@ -805,7 +808,7 @@ TEST(FsckWithCoreTest, PoolWrittenByWalDirectoryIsClean) {
   EXPECT_EQ(open.Count(FsckProblem::kError, false), 0u) << Describe(open);
   EXPECT_EQ(open.Count(FsckProblem::kWarning, false), 1u) << Describe(open);
 
-  dir->Forget(tmp->ino, 1);
+  dir->names().Forget(tmp->ino, 1);
   ASSERT_TRUE(dir->Close().ok());
   FsckReport closed = CheckImage(*bytes);
   EXPECT_TRUE(closed.problems.empty()) << Describe(closed);
@@ -816,7 +819,7 @@ TEST(FsckWithCoreTest, PoolWrittenByWalDirectoryIsClean) {
   std::vector<std::string> paths;
   for (const FsckFile& file : closed.files_list) {
     paths.push_back(file.path);
-    auto attr = dir->GetAttr(file.ino);
+    auto attr = dir->names().GetAttr(file.ino);
     ASSERT_TRUE(attr.ok()) << file.path;
     EXPECT_EQ(attr->nlink, file.record.nlink) << file.path;
     EXPECT_EQ(attr->mode, file.record.mode) << file.path;
@@ -842,9 +845,9 @@ TEST(FsckWithCoreTest, CoreJournalNotReplayedIsRecognisedAndReplayed) {
   std::string* bytes = nullptr;
   std::unique_ptr<WalDirectory> dir = testing::OpenImage(testing::FormattedImage(), true, &bytes);
   ASSERT_NE(dir, nullptr);
-  ASSERT_TRUE(dir->Mkdir(kRootInode, "d", 0755, kUser).ok());
+  ASSERT_TRUE(dir->names().Mkdir(kRootInode, "d", 0755, kUser).ok());
   const std::string before = *bytes;
-  ASSERT_TRUE(dir->Create(kRootInode, "f", 0600, kUser, true).ok());
+  ASSERT_TRUE(dir->names().Create(kRootInode, "f", 0600, kUser, true).ok());
   const std::string after = *bytes;
   dir.reset();
 
@@ -894,9 +897,9 @@ TEST(FsckWithCoreTest, RepairedPoolOpensAgain) {
   std::string* bytes = nullptr;
   std::unique_ptr<WalDirectory> dir = testing::OpenImage(testing::FormattedImage(), true, &bytes);
   ASSERT_NE(dir, nullptr);
-  auto file = dir->Create(kRootInode, "keep", 0600, kUser, true);
+  auto file = dir->names().Create(kRootInode, "keep", 0600, kUser, true);
   ASSERT_TRUE(file.ok());
-  ASSERT_TRUE(dir->Write(file->ino, 0, testing::Bytes(std::string("precious")), true).ok());
+  ASSERT_TRUE(dir->data().Write(file->ino, 0, testing::Bytes(std::string("precious")), true).ok());
   ASSERT_TRUE(dir->Close().ok());
   std::string image = *bytes;
   dir.reset();
@@ -950,14 +953,14 @@ TEST(FsckWithCoreTest, RepairedPoolOpensAgain) {
   EXPECT_EQ(repaired.repaired_count(), 4u) << Describe(repaired);
   dir = testing::OpenImage(region.bytes());
   ASSERT_NE(dir, nullptr);
-  auto attr = dir->Lookup(kRootInode, "keep");
+  auto attr = dir->names().Lookup(kRootInode, "keep");
   ASSERT_TRUE(attr.ok()) << attr.status();
   EXPECT_EQ(attr->nlink, 1u);
   std::string out(8, '\0');
-  ASSERT_TRUE(dir->Read(attr->ino, 0, absl::MakeSpan(out)).ok());
+  ASSERT_TRUE(dir->data().Read(attr->ino, 0, absl::MakeSpan(out)).ok());
   EXPECT_EQ(out, "precious");
-  EXPECT_FALSE(dir->Lookup(kRootInode, "ghost").ok());
-  auto found = dir->Lookup(kRootInode, "#" + std::to_string(lost_ino));
+  EXPECT_FALSE(dir->names().Lookup(kRootInode, "ghost").ok());
+  auto found = dir->names().Lookup(kRootInode, "#" + std::to_string(lost_ino));
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(found->ino, lost_ino);
 }
@@ -1016,42 +1019,43 @@ TEST_P(FsckCrashStatesTest, EveryCrashImageChecksWithoutErrors) {
   auto ok = [](const auto& result) { return result.ok() ? absl::OkStatus() : result.status(); };
   InodeId seg = 0, small = 0, sub = 0;
   run("mkdir", [&] {
-    auto a = dir->Mkdir(kRootInode, "archive_status", 0700, kUser);
+    auto a = dir->names().Mkdir(kRootInode, "archive_status", 0700, kUser);
     if (a.ok()) sub = a->ino;
     return ok(a);
   });
   run("create segment", [&] {
-    auto a = dir->Create(kRootInode, kSegment, 0600, kUser, true);
+    auto a = dir->names().Create(kRootInode, kSegment, 0600, kUser, true);
     if (a.ok()) seg = a->ino;
     return ok(a);
   });
   run("write segment", [&] {
-    return ok(dir->Write(seg, 0, testing::Bytes(std::string(10000, 's')), false));
+    return ok(dir->data().Write(seg, 0, testing::Bytes(std::string(10000, 's')), false));
   });
-  run("fsync segment", [&] { return dir->Fsync(seg, true); });
+  run("fsync segment", [&] { return dir->data().Fsync(seg, true); });
   run("create small", [&] {
-    auto a = dir->Create(sub, "x.ready", 0600, kUser, true);
+    auto a = dir->names().Create(sub, "x.ready", 0600, kUser, true);
     if (a.ok()) small = a->ino;
     return ok(a);
   });
   run("sync write small", [&] {
-    return ok(dir->Write(small, 0, testing::Bytes(std::string(6000, 'r')), true));
+    return ok(dir->data().Write(small, 0, testing::Bytes(std::string(6000, 'r')), true));
   });
   run("truncate small", [&] {
     SetattrRequest shrink;
     shrink.size = 100;
-    return ok(dir->Setattr(small, shrink));
+    return ok(dir->names().Setattr(small, shrink));
   });
-  run("link", [&] { return ok(dir->Link(seg, sub, "copy")); });
-  run("symlink", [&] { return ok(dir->Symlink(kRootInode, "l", "archive_status/copy", kUser)); });
-  run("rename", [&] { return dir->Rename(sub, "x.ready", sub, "x.done", 0); });
-  run("unlink segment name", [&] { return dir->Unlink(kRootInode, kSegment); });
-  run("unlink last segment name", [&] { return dir->Unlink(sub, "copy"); });
+  run("link", [&] { return ok(dir->names().Link(seg, sub, "copy")); });
+  run("symlink",
+      [&] { return ok(dir->names().Symlink(kRootInode, "l", "archive_status/copy", kUser)); });
+  run("rename", [&] { return dir->names().Rename(sub, "x.ready", sub, "x.done", 0); });
+  run("unlink segment name", [&] { return dir->names().Unlink(kRootInode, kSegment); });
+  run("unlink last segment name", [&] { return dir->names().Unlink(sub, "copy"); });
   run("forget segment", [&] {
-    dir->Forget(seg, 2);
+    dir->names().Forget(seg, 2);
     return absl::OkStatus();
   });
-  run("unlink small", [&] { return dir->Unlink(sub, "x.done"); });
+  run("unlink small", [&] { return dir->names().Unlink(sub, "x.done"); });
   run("close", [&] { return dir->Close(); });
   region->SetDurabilityHook({});
   EXPECT_GT(images, 0u);

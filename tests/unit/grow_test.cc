@@ -42,14 +42,14 @@ std::string PopulatedPool() {
   auto dir = WalDirectory::Open(std::move(region));
   EXPECT_TRUE(dir.ok()) << dir.status();
   WalDirectory& d = **dir;
-  auto seg = d.Create(kRoot, "000000010000000000000001", 0600, kUser, true);
+  auto seg = d.names().Create(kRoot, "000000010000000000000001", 0600, kUser, true);
   EXPECT_TRUE(seg.ok());
   const std::string seg_bytes = Pattern(1 << 20, 's');
-  EXPECT_TRUE(d.Write(seg->ino, 0, Bytes(seg_bytes), true).ok());
-  EXPECT_TRUE(d.Mkdir(kRoot, "archive_status", 0700, kUser).ok());
-  auto hist = d.Create(kRoot, "00000002.history", 0600, kUser, true);
+  EXPECT_TRUE(d.data().Write(seg->ino, 0, Bytes(seg_bytes), true).ok());
+  EXPECT_TRUE(d.names().Mkdir(kRoot, "archive_status", 0700, kUser).ok());
+  auto hist = d.names().Create(kRoot, "00000002.history", 0600, kUser, true);
   EXPECT_TRUE(hist.ok());
-  EXPECT_TRUE(d.Write(hist->ino, 0, Bytes(Pattern(777, 'h')), true).ok());
+  EXPECT_TRUE(d.data().Write(hist->ino, 0, Bytes(Pattern(777, 'h')), true).ok());
   EXPECT_TRUE(d.Close().ok());
   return raw->bytes();
 }
@@ -69,11 +69,11 @@ absl::StatusOr<std::string> Grown(const std::string& image, uint64_t size,
 }
 
 std::string ReadFile(WalDirectory& d, const std::string& name) {
-  auto a = d.Lookup(kRoot, name);
+  auto a = d.names().Lookup(kRoot, name);
   EXPECT_TRUE(a.ok()) << name << ": " << a.status();
   if (!a.ok()) return "";
   std::string out(a->size, '\0');
-  auto n = d.Read(a->ino, 0, absl::MakeSpan(out));
+  auto n = d.data().Read(a->ino, 0, absl::MakeSpan(out));
   EXPECT_TRUE(n.ok());
   return out;
 }
@@ -108,15 +108,15 @@ TEST(GrowTest, AGrownPoolKeepsEveryFileAndOffersTheNewSpace) {
   EXPECT_EQ(after.free_blocks - before.free_blocks, (kNew - kOld) / format::kBlockSize);
   EXPECT_EQ(ReadFile(*dir, "000000010000000000000001"), Pattern(1 << 20, 's'));
   EXPECT_EQ(ReadFile(*dir, "00000002.history"), Pattern(777, 'h'));
-  EXPECT_TRUE(dir->Lookup(kRoot, "archive_status").ok());
+  EXPECT_TRUE(dir->names().Lookup(kRoot, "archive_status").ok());
   // More than the old pool could hold: the new blocks are used, and read as zeros.
-  auto big = dir->Create(kRoot, kFillName, 0600, kUser, true);
+  auto big = dir->names().Create(kRoot, kFillName, 0600, kUser, true);
   ASSERT_TRUE(big.ok());
   const uint64_t size = after.free_blocks * format::kBlockSize;
   ASSERT_GT(size, kOld);
-  ASSERT_TRUE(dir->Fallocate(big->ino, 0, size, 0).ok());
+  ASSERT_TRUE(dir->data().Fallocate(big->ino, 0, size, 0).ok());
   std::string got(size, '\1');
-  ASSERT_TRUE(dir->Read(big->ino, 0, absl::MakeSpan(got)).ok());
+  ASSERT_TRUE(dir->data().Read(big->ino, 0, absl::MakeSpan(got)).ok());
   EXPECT_EQ(got.find_first_not_of('\0'), std::string::npos);
 }
 
@@ -142,9 +142,9 @@ TEST(GrowTest, NewBytesThatAreNotZeroNeverReachAFile) {
       MemoryRegion* raw = region.get();
       auto dir = WalDirectory::Open(std::move(region));
       ASSERT_TRUE(dir.ok());
-      auto f = (*dir)->Create(kRoot, "small", 0600, kUser, true);  // from the top
+      auto f = (*dir)->names().Create(kRoot, "small", 0600, kUser, true);  // from the top
       ASSERT_TRUE(f.ok());
-      ASSERT_TRUE((*dir)->Write(f->ino, 0, Bytes(Pattern(100, 'x')), true).ok());
+      ASSERT_TRUE((*dir)->data().Write(f->ino, 0, Bytes(Pattern(100, 'x')), true).ok());
       ASSERT_TRUE((*dir)->Close().ok());
       image = raw->bytes();
     }
@@ -154,12 +154,12 @@ TEST(GrowTest, NewBytesThatAreNotZeroNeverReachAFile) {
     ExpectFsckClean(*bytes);
     auto dir = testing::OpenImage(*bytes);
     ASSERT_NE(dir, nullptr);
-    auto big = dir->Create(kRoot, kFillName, 0600, kUser, true);
+    auto big = dir->names().Create(kRoot, kFillName, 0600, kUser, true);
     ASSERT_TRUE(big.ok());
     const uint64_t size = dir->Statfs().free_blocks * format::kBlockSize;
-    ASSERT_TRUE(dir->Fallocate(big->ino, 0, size, 0).ok());
+    ASSERT_TRUE(dir->data().Fallocate(big->ino, 0, size, 0).ok());
     std::string got(size, '\1');
-    ASSERT_TRUE(dir->Read(big->ino, 0, absl::MakeSpan(got)).ok());
+    ASSERT_TRUE(dir->data().Read(big->ino, 0, absl::MakeSpan(got)).ok());
     EXPECT_EQ(got.find_first_not_of('\0'), std::string::npos);
     EXPECT_EQ(ReadFile(*dir, "small"), Pattern(100, 'x'));
   }
@@ -212,7 +212,7 @@ TEST(GrowTest, BadSizesAreRefusedAndChangeNothing) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status();
     // Still usable, unchanged.
-    EXPECT_TRUE((*dir)->Mkdir(kRoot, "after", 0700, kUser).ok());
+    EXPECT_TRUE((*dir)->names().Mkdir(kRoot, "after", 0700, kUser).ok());
     ASSERT_TRUE((*dir)->Close().ok());
     EXPECT_EQ(testing::OpenImage(raw->bytes())->superblock().capacity, kOld);
   }
@@ -232,7 +232,7 @@ TEST(GrowTest, AReadOnlyOrAlreadyGrownPoolRefusesAGrowAndAGrownOneRefusesChanges
   ASSERT_TRUE((*rw)->Grow(kNew - (4 << 20)).ok());
   // Its allocator still has the old size: changes wait for the next open.
   EXPECT_EQ(ErrnoFromStatus((*rw)->Grow(kNew).status()), EROFS);
-  EXPECT_EQ(ErrnoFromStatus((*rw)->Create(kRoot, "x", 0600, kUser, true).status()), EROFS);
+  EXPECT_EQ(ErrnoFromStatus((*rw)->names().Create(kRoot, "x", 0600, kUser, true).status()), EROFS);
   EXPECT_EQ(ReadFile(**rw, "00000002.history"), Pattern(777, 'h'));
   EXPECT_TRUE((*rw)->Close().ok());
 }

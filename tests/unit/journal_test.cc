@@ -392,9 +392,9 @@ TEST(JournalSyncAtCloseTest, CleanCloseInMsyncModeLeavesHomeRecordsDurable) {
   auto dir = WalDirectory::Open(std::move(owned));
   ASSERT_TRUE(dir.ok()) << dir.status();
   for (const char* name : {"a", "b", "c"}) {
-    ASSERT_TRUE((*dir)->Create(kRootInode, name, 0600, kUser, true).ok());
+    ASSERT_TRUE((*dir)->names().Create(kRootInode, name, 0600, kUser, true).ok());
   }
-  ASSERT_TRUE((*dir)->Rename(kRootInode, "b", kRootInode, "d", 0).ok());
+  ASSERT_TRUE((*dir)->names().Rename(kRootInode, "b", kRootInode, "d", 0).ok());
   ASSERT_TRUE((*dir)->Close().ok());
   std::string image = region->DurableImage();
   dir->reset();
@@ -405,9 +405,9 @@ TEST(JournalSyncAtCloseTest, CleanCloseInMsyncModeLeavesHomeRecordsDurable) {
   auto reopened = WalDirectory::Open(std::make_unique<MemoryRegion>(image, false));
   ASSERT_TRUE(reopened.ok()) << reopened.status();
   for (const char* name : {"a", "c", "d"}) {
-    EXPECT_TRUE((*reopened)->Lookup(kRootInode, name).ok()) << name;
+    EXPECT_TRUE((*reopened)->names().Lookup(kRootInode, name).ok()) << name;
   }
-  EXPECT_FALSE((*reopened)->Lookup(kRootInode, "b").ok());
+  EXPECT_FALSE((*reopened)->names().Lookup(kRootInode, "b").ok());
   testing::ExpectFsckClean(image);
 }
 
@@ -427,22 +427,22 @@ TEST(JournalMsyncCountTest, CreateRenameUnlinkCostOneMsyncEach) {
   for (int i = 0; i < 40; ++i) {
     const std::string a = absl::StrCat("a.", i);
     const std::string b = absl::StrCat("b.", i);
-    auto f = d.Create(kRootInode, a, 0600, kUser, true);
+    auto f = d.names().Create(kRootInode, a, 0600, kUser, true);
     ASSERT_TRUE(f.ok()) << f.status();
-    ASSERT_TRUE(d.Fsync(f->ino, false).ok());
-    ASSERT_TRUE(d.FsyncDir(kRootInode).ok());
-    ASSERT_TRUE(d.Release(f->ino).ok());
+    ASSERT_TRUE(d.data().Fsync(f->ino, false).ok());
+    ASSERT_TRUE(d.data().FsyncDir(kRootInode).ok());
+    ASSERT_TRUE(d.data().Release(f->ino).ok());
     EXPECT_EQ(region->durability_points() - start, ++ops) << "create " << a;
-    ASSERT_TRUE(d.Rename(kRootInode, a, kRootInode, b, 0).ok());
-    ASSERT_TRUE(d.FsyncDir(kRootInode).ok());
+    ASSERT_TRUE(d.names().Rename(kRootInode, a, kRootInode, b, 0).ok());
+    ASSERT_TRUE(d.data().FsyncDir(kRootInode).ok());
     EXPECT_EQ(region->durability_points() - start, ++ops) << "rename " << a;
     if (i % 2 == 0) {
-      ASSERT_TRUE(d.Unlink(kRootInode, b).ok());
-      ASSERT_TRUE(d.FsyncDir(kRootInode).ok());
-      d.Forget(f->ino, 1);  // its record is freed by the next commit
+      ASSERT_TRUE(d.names().Unlink(kRootInode, b).ok());
+      ASSERT_TRUE(d.data().FsyncDir(kRootInode).ok());
+      d.names().Forget(f->ino, 1);  // its record is freed by the next commit
       EXPECT_EQ(region->durability_points() - start, ++ops) << "unlink " << b;
     } else {
-      d.Forget(f->ino, 1);  // stays
+      d.names().Forget(f->ino, 1);  // stays
     }
   }
   EXPECT_EQ(region->durability_points() - start, ops);

@@ -55,10 +55,10 @@ class LeaseTest : public ::testing::Test {
   }
   // A zero-filled segment, as PostgreSQL leaves it before reopening it to write WAL.
   InodeId Segment(const char* name = kSegment) {
-    auto attr = dir_->Create(kRootInode, name, 0600, kUser, true);
+    auto attr = dir_->names().Create(kRootInode, name, 0600, kUser, true);
     EXPECT_TRUE(attr.ok()) << attr.status();
     std::string zeros(kTestSegment, '\0');
-    EXPECT_TRUE(dir_->Write(attr->ino, 0, Bytes(zeros), false).ok());
+    EXPECT_TRUE(dir_->data().Write(attr->ino, 0, Bytes(zeros), false).ok());
     return attr->ino;
   }
   // Stores `data` at file offset `off` the way a client does: through the lease's runs.
@@ -84,7 +84,7 @@ class LeaseTest : public ::testing::Test {
 
 TEST_F(LeaseTest, RunsCoverTheFileAndStoresThroughThemReadBack) {
   InodeId ino = Segment();
-  auto lease = dir_->AcquireLease(ino);
+  auto lease = dir_->leases().AcquireLease(ino);
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ(lease->size, kTestSegment);
   uint64_t next = 0;
@@ -99,10 +99,10 @@ TEST_F(LeaseTest, RunsCoverTheFileAndStoresThroughThemReadBack) {
   std::string page(8192, 'w');
   StoreThroughLease(*lease, 3 * 8192, page);
   std::string out(8192, '\0');
-  ASSERT_TRUE(dir_->Read(ino, 3 * 8192, absl::MakeSpan(out)).ok());
+  ASSERT_TRUE(dir_->data().Read(ino, 3 * 8192, absl::MakeSpan(out)).ok());
   EXPECT_EQ(out, page);
   EXPECT_EQ(dir_->counters().leases_active, 1u);
-  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+  ASSERT_TRUE(dir_->leases().ReleaseLease(ino).ok());
   EXPECT_EQ(dir_->counters().leases_active, 0u);
   EXPECT_EQ(dir_->counters().leases_granted, 1u);
   EXPECT_EQ(dir_->counters().leases_released, 1u);
@@ -125,11 +125,11 @@ TEST(LeaseAlignmentTest, SegmentRunsStartOn2MiBPoolBoundaries) {
   ASSERT_NE(dir->superblock().data_offset % k2M, 0u) << "the test needs an unaligned data area";
   uint64_t last_end = 0;
   for (const char* name : {"000000010000000000000001", "000000010000000000000002"}) {
-    auto attr = dir->Create(kRootInode, name, 0600, kUser, true);
+    auto attr = dir->names().Create(kRootInode, name, 0600, kUser, true);
     ASSERT_TRUE(attr.ok()) << attr.status();
     std::string zeros(kSeg, '\0');
-    ASSERT_TRUE(dir->Write(attr->ino, 0, Bytes(zeros), false).ok());
-    auto lease = dir->AcquireLease(attr->ino);
+    ASSERT_TRUE(dir->data().Write(attr->ino, 0, Bytes(zeros), false).ok());
+    auto lease = dir->leases().AcquireLease(attr->ino);
     ASSERT_TRUE(lease.ok()) << lease.status();
     ASSERT_EQ(lease->runs.size(), 1u);
     EXPECT_EQ(lease->runs[0].pool_offset % k2M, 0u) << name;
@@ -138,143 +138,143 @@ TEST(LeaseAlignmentTest, SegmentRunsStartOn2MiBPoolBoundaries) {
       EXPECT_EQ(lease->runs[0].pool_offset, last_end);
     }
     last_end = lease->runs[0].pool_offset + kSeg;
-    ASSERT_TRUE(dir->ReleaseLease(attr->ino).ok());
+    ASSERT_TRUE(dir->leases().ReleaseLease(attr->ino).ok());
   }
   ASSERT_TRUE(dir->Close().ok());
   ExpectFsckClean(*bytes);
 }
 
 TEST_F(LeaseTest, SmallFileLeaseStopsAtItsSize) {
-  auto attr = dir_->Create(kRootInode, "00000002.history", 0600, kUser, true);
+  auto attr = dir_->names().Create(kRootInode, "00000002.history", 0600, kUser, true);
   ASSERT_TRUE(attr.ok());
-  ASSERT_TRUE(dir_->Write(attr->ino, 0, Bytes(std::string(5000, 'h')), false).ok());
-  auto lease = dir_->AcquireLease(attr->ino);
+  ASSERT_TRUE(dir_->data().Write(attr->ino, 0, Bytes(std::string(5000, 'h')), false).ok());
+  auto lease = dir_->leases().AcquireLease(attr->ino);
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ(lease->size, 5000u);
   uint64_t mapped = 0;
   for (const LeaseRun& r : lease->runs) mapped += r.length;
   EXPECT_EQ(mapped, 2 * format::kBlockSize);  // whole blocks, no more
-  ASSERT_TRUE(dir_->ReleaseLease(attr->ino).ok());
+  ASSERT_TRUE(dir_->leases().ReleaseLease(attr->ino).ok());
 }
 
 TEST_F(LeaseTest, RefusedInMsyncModeForEmptyFilesAndDirectories) {
-  auto empty = dir_->Create(kRootInode, "empty", 0600, kUser, true);
+  auto empty = dir_->names().Create(kRootInode, "empty", 0600, kUser, true);
   ASSERT_TRUE(empty.ok());
-  EXPECT_EQ(Errno(dir_->AcquireLease(empty->ino).status()), ENODATA);
-  EXPECT_EQ(Errno(dir_->AcquireLease(kRootInode).status()), EINVAL);
-  EXPECT_EQ(Errno(dir_->AcquireLease(9999).status()), ESTALE);
+  EXPECT_EQ(Errno(dir_->leases().AcquireLease(empty->ino).status()), ENODATA);
+  EXPECT_EQ(Errno(dir_->leases().AcquireLease(kRootInode).status()), EINVAL);
+  EXPECT_EQ(Errno(dir_->leases().AcquireLease(9999).status()), ESTALE);
   InodeId ino = Segment();
   ASSERT_TRUE(dir_->Close().ok());
   std::string image = *bytes_;
   dir_.reset();
   dir_ = OpenImage(std::move(image), /*pmem=*/false, &bytes_);
   ASSERT_NE(dir_, nullptr);
-  EXPECT_EQ(Errno(dir_->AcquireLease(ino).status()), EOPNOTSUPP);
+  EXPECT_EQ(Errno(dir_->leases().AcquireLease(ino).status()), EOPNOTSUPP);
   EXPECT_EQ(dir_->counters().leases_active, 0u);
   // A release without a lease is a caller bug, reported, not counted.
-  EXPECT_EQ(Errno(dir_->ReleaseLease(ino)), EINVAL);
+  EXPECT_EQ(Errno(dir_->leases().ReleaseLease(ino)), EINVAL);
 }
 
 TEST_F(LeaseTest, TruncateBelowTheLeaseIsRefusedUntilReleased) {
   InodeId ino = Segment();
-  ASSERT_TRUE(dir_->AcquireLease(ino).ok());
+  ASSERT_TRUE(dir_->leases().AcquireLease(ino).ok());
   SetattrRequest shrink;
   shrink.size = kTestSegment / 2;
-  EXPECT_EQ(Errno(dir_->Setattr(ino, shrink).status()), ETXTBSY);
+  EXPECT_EQ(Errno(dir_->names().Setattr(ino, shrink).status()), ETXTBSY);
   SetattrRequest zero;
   zero.size = 0;
-  EXPECT_EQ(Errno(dir_->Setattr(ino, zero).status()), ETXTBSY);
-  EXPECT_EQ(dir_->GetAttr(ino)->size, kTestSegment);
+  EXPECT_EQ(Errno(dir_->names().Setattr(ino, zero).status()), ETXTBSY);
+  EXPECT_EQ(dir_->names().GetAttr(ino)->size, kTestSegment);
   // Growing (and truncating to the same size) moves no leased block.
   SetattrRequest grow;
   grow.size = kTestSegment + 4096;
-  EXPECT_TRUE(dir_->Setattr(ino, grow).ok());
+  EXPECT_TRUE(dir_->names().Setattr(ino, grow).ok());
   SetattrRequest same;
   same.size = kTestSegment;
-  EXPECT_TRUE(dir_->Setattr(ino, same).ok());
-  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
-  EXPECT_TRUE(dir_->Setattr(ino, shrink).ok());
+  EXPECT_TRUE(dir_->names().Setattr(ino, same).ok());
+  ASSERT_TRUE(dir_->leases().ReleaseLease(ino).ok());
+  EXPECT_TRUE(dir_->names().Setattr(ino, shrink).ok());
 }
 
 TEST_F(LeaseTest, RenewDoesNotCountASecondLease) {
   InodeId ino = Segment();
-  ASSERT_TRUE(dir_->AcquireLease(ino).ok());
-  ASSERT_TRUE(dir_->AcquireLease(ino, /*renew=*/true).ok());
+  ASSERT_TRUE(dir_->leases().AcquireLease(ino).ok());
+  ASSERT_TRUE(dir_->leases().AcquireLease(ino, /*renew=*/true).ok());
   EXPECT_EQ(dir_->counters().leases_active, 1u);
-  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+  ASSERT_TRUE(dir_->leases().ReleaseLease(ino).ok());
   SetattrRequest zero;
   zero.size = 0;
-  EXPECT_TRUE(dir_->Setattr(ino, zero).ok());
+  EXPECT_TRUE(dir_->names().Setattr(ino, zero).ok());
 }
 
 TEST_F(LeaseTest, UnlinkedLeasedFileKeepsItsBlocksUntilTheLastRelease) {
   InodeId ino = Segment();
   const uint64_t free_with_file = FreeBlocks();
-  auto lease = dir_->AcquireLease(ino);
+  auto lease = dir_->leases().AcquireLease(ino);
   ASSERT_TRUE(lease.ok());
-  ASSERT_TRUE(dir_->AcquireLease(ino).ok());  // a second handle
+  ASSERT_TRUE(dir_->leases().AcquireLease(ino).ok());  // a second handle
   // The kernel's references go (FORGET), then the name: only the leases remain.
-  dir_->Forget(ino, 1);
-  ASSERT_TRUE(dir_->Unlink(kRootInode, kSegment).ok());
+  dir_->names().Forget(ino, 1);
+  ASSERT_TRUE(dir_->names().Unlink(kRootInode, kSegment).ok());
   EXPECT_EQ(FreeBlocks(), free_with_file);
   // A new segment must not get the leased blocks, and stores through the lease stay
   // in the unlinked file.
   Segment("000000010000000000000002");
   StoreThroughLease(*lease, 0, std::string(8192, 'L'));
   std::string out(8192, '\0');
-  ASSERT_TRUE(dir_->Read(ino, 0, absl::MakeSpan(out)).ok());
+  ASSERT_TRUE(dir_->data().Read(ino, 0, absl::MakeSpan(out)).ok());
   EXPECT_EQ(out, std::string(8192, 'L'));
-  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
-  EXPECT_TRUE(dir_->GetAttr(ino).ok());  // still an orphan: one lease left
-  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
-  EXPECT_EQ(Errno(dir_->GetAttr(ino).status()), ESTALE);  // reclaimed
+  ASSERT_TRUE(dir_->leases().ReleaseLease(ino).ok());
+  EXPECT_TRUE(dir_->names().GetAttr(ino).ok());  // still an orphan: one lease left
+  ASSERT_TRUE(dir_->leases().ReleaseLease(ino).ok());
+  EXPECT_EQ(Errno(dir_->names().GetAttr(ino).status()), ESTALE);  // reclaimed
   // Its blocks came back zeroed (fsck in TearDown checks free space is zero).
   EXPECT_EQ(dir_->counters().orphans_reclaimed, 1u);
 }
 
 TEST_F(LeaseTest, RenamedOverLeasedFileIsReclaimedOnlyAfterRelease) {
   InodeId ino = Segment();
-  ASSERT_TRUE(dir_->AcquireLease(ino).ok());
-  dir_->Forget(ino, 1);
-  auto other = dir_->Create(kRootInode, "xlogtemp.42", 0600, kUser, true);
+  ASSERT_TRUE(dir_->leases().AcquireLease(ino).ok());
+  dir_->names().Forget(ino, 1);
+  auto other = dir_->names().Create(kRootInode, "xlogtemp.42", 0600, kUser, true);
   ASSERT_TRUE(other.ok());
-  ASSERT_TRUE(dir_->Rename(kRootInode, "xlogtemp.42", kRootInode, kSegment, 0).ok());
-  EXPECT_TRUE(dir_->GetAttr(ino).ok());
-  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
-  EXPECT_EQ(Errno(dir_->GetAttr(ino).status()), ESTALE);
+  ASSERT_TRUE(dir_->names().Rename(kRootInode, "xlogtemp.42", kRootInode, kSegment, 0).ok());
+  EXPECT_TRUE(dir_->names().GetAttr(ino).ok());
+  ASSERT_TRUE(dir_->leases().ReleaseLease(ino).ok());
+  EXPECT_EQ(Errno(dir_->names().GetAttr(ino).status()), ESTALE);
 }
 
 TEST_F(LeaseTest, CloseLeavesALeasedOrphanForTheNextOpen) {
   InodeId ino = Segment();
-  ASSERT_TRUE(dir_->AcquireLease(ino).ok());
-  dir_->Forget(ino, 1);
-  ASSERT_TRUE(dir_->Unlink(kRootInode, kSegment).ok());
+  ASSERT_TRUE(dir_->leases().AcquireLease(ino).ok());
+  dir_->names().Forget(ino, 1);
+  ASSERT_TRUE(dir_->names().Unlink(kRootInode, kSegment).ok());
   const uint64_t free_before = FreeBlocks();
   // The daemon stops while a client still maps the file: nothing may be reclaimed.
   ASSERT_TRUE(dir_->Close().ok());
   EXPECT_EQ(FreeBlocks(), free_before);
   Reopen();  // no client any more: the orphan goes
   EXPECT_EQ(FreeBlocks(), free_before + kTestSegment / format::kBlockSize);
-  EXPECT_EQ(Errno(dir_->GetAttr(ino).status()), ESTALE);
+  EXPECT_EQ(Errno(dir_->names().GetAttr(ino).status()), ESTALE);
 }
 
 TEST_F(LeaseTest, ReleaseCommitsMtime) {
   InodeId ino = Segment();
-  const int64_t before = dir_->GetAttr(ino)->mtime_ns;
-  ASSERT_TRUE(dir_->AcquireLease(ino).ok());
+  const int64_t before = dir_->names().GetAttr(ino)->mtime_ns;
+  ASSERT_TRUE(dir_->leases().AcquireLease(ino).ok());
   const uint64_t commits = dir_->counters().journal_commits;
-  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+  ASSERT_TRUE(dir_->leases().ReleaseLease(ino).ok());
   EXPECT_EQ(dir_->counters().journal_commits, commits + 1);
-  const int64_t after = dir_->GetAttr(ino)->mtime_ns;
+  const int64_t after = dir_->names().GetAttr(ino)->mtime_ns;
   EXPECT_GT(after, before);
-  EXPECT_EQ(dir_->GetAttr(ino)->ctime_ns, after);
+  EXPECT_EQ(dir_->names().GetAttr(ino)->ctime_ns, after);
   Reopen();  // durable: a restart sees it
-  EXPECT_EQ(dir_->GetAttr(ino)->mtime_ns, after);
+  EXPECT_EQ(dir_->names().GetAttr(ino)->mtime_ns, after);
 }
 
 TEST_F(LeaseTest, ReplyCarriesRunsUuidAndStampButNoPath) {
   InodeId ino = Segment();
-  auto lease = dir_->AcquireLease(ino);
+  auto lease = dir_->leases().AcquireLease(ino);
   ASSERT_TRUE(lease.ok());
   const fs::LeaseStamp stamp{.offset = 24, .value = 1234, .stamps_id = 77};
   auto reply = std::make_unique<lease::Reply>();
@@ -333,7 +333,7 @@ TEST_F(LeaseTest, ReplyCarriesRunsUuidAndStampButNoPath) {
                                   fs::LeaseStamp{.offset = 24, .value = 9}, lease::kAccessWrite,
                                   reply.get())
                    .ok());
-  ASSERT_TRUE(dir_->ReleaseLease(ino).ok());
+  ASSERT_TRUE(dir_->leases().ReleaseLease(ino).ok());
 }
 
 TEST(LeaseRequestTest, OnlyAV3WriteOrReadRequestIsTaken) {

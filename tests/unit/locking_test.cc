@@ -97,19 +97,19 @@ TEST_P(LockScopeTest, DataPathAndLookupsDoNotWaitForAnotherFilesCommit) {
   ASSERT_TRUE(opened.ok()) << opened.status();
   WalDirectory& dir = **opened;
 
-  auto seg = dir.Create(kRootInode, kSegment, 0600, kUser, true);
+  auto seg = dir.names().Create(kRootInode, kSegment, 0600, kUser, true);
   ASSERT_TRUE(seg.ok()) << seg.status();
   const std::string page(8192, 'p');
   // Sets the size and commits the times now, so the writes below (inside the size,
   // well within the 1 s bound on stale times) commit nothing.
-  ASSERT_TRUE(dir.Write(seg->ino, 0, Bytes(page), /*sync=*/true).ok());
-  ASSERT_TRUE(dir.Write(seg->ino, 8192, Bytes(page), /*sync=*/true).ok());
+  ASSERT_TRUE(dir.data().Write(seg->ino, 0, Bytes(page), /*sync=*/true).ok());
+  ASSERT_TRUE(dir.data().Write(seg->ino, 8192, Bytes(page), /*sync=*/true).ok());
 
   const format::Superblock& sb = dir.superblock();
   region->Close(sb.journal_offset, sb.journal_offset + sb.journal_size);
   // A create (a metadata commit) that cannot finish its journal persist.
   auto create = std::async(std::launch::async, [&] {
-    return dir.Create(kRootInode, "xlogtemp.1", 0600, kUser, true).status();
+    return dir.names().Create(kRootInode, "xlogtemp.1", 0600, kUser, true).status();
   });
   OpenOnExit open_for_create{region};
   ASSERT_TRUE(region->AwaitParked()) << "the create never reached its journal persist";
@@ -118,21 +118,21 @@ TEST_P(LockScopeTest, DataPathAndLookupsDoNotWaitForAnotherFilesCommit) {
   // complete. Run them on a thread so that a regression fails instead of hanging.
   auto others = std::async(std::launch::async, [&]() -> std::string {
     for (int i = 0; i < 20; ++i) {
-      auto w = dir.Write(seg->ino, (i % 2) * 8192, Bytes(page), /*sync=*/true);
+      auto w = dir.data().Write(seg->ino, (i % 2) * 8192, Bytes(page), /*sync=*/true);
       if (!w.ok()) return std::string(w.status().message());
-      if (absl::Status s = dir.Fsync(seg->ino, /*datasync=*/true); !s.ok()) {
+      if (absl::Status s = dir.data().Fsync(seg->ino, /*datasync=*/true); !s.ok()) {
         return std::string(s.message());
       }
     }
     char buf[16];
-    auto r = dir.Read(seg->ino, 0, absl::Span<char>(buf, sizeof(buf)));
+    auto r = dir.data().Read(seg->ino, 0, absl::Span<char>(buf, sizeof(buf)));
     if (!r.ok()) return std::string(r.status().message());
-    auto l = dir.Lookup(kRootInode, kSegment);
+    auto l = dir.names().Lookup(kRootInode, kSegment);
     if (!l.ok()) return std::string(l.status().message());
-    dir.Forget(seg->ino, 1);
-    if (auto a = dir.GetAttr(seg->ino); !a.ok()) return std::string(a.status().message());
+    dir.names().Forget(seg->ino, 1);
+    if (auto a = dir.names().GetAttr(seg->ino); !a.ok()) return std::string(a.status().message());
     int entries = 0;
-    absl::Status s = dir.Readdir(kRootInode, 0, [&](const DirEntry&) {
+    absl::Status s = dir.names().Readdir(kRootInode, 0, [&](const DirEntry&) {
       ++entries;
       return true;
     });
@@ -145,12 +145,12 @@ TEST_P(LockScopeTest, DataPathAndLookupsDoNotWaitForAnotherFilesCommit) {
       << "a data-path or lookup call waited for another file's metadata commit";
   EXPECT_EQ(others.get(), "");
   // The new name is not visible before its commit is (apply after commit).
-  EXPECT_FALSE(dir.Lookup(kRootInode, "xlogtemp.1").ok());
+  EXPECT_FALSE(dir.names().Lookup(kRootInode, "xlogtemp.1").ok());
 
   region->Open();
   ASSERT_EQ(create.wait_for(kPatience), std::future_status::ready);
   EXPECT_TRUE(create.get().ok());
-  EXPECT_TRUE(dir.Lookup(kRootInode, "xlogtemp.1").ok());
+  EXPECT_TRUE(dir.names().Lookup(kRootInode, "xlogtemp.1").ok());
   EXPECT_TRUE(dir.Close().ok());
 }
 
@@ -168,26 +168,26 @@ TEST_P(LockScopeTest, BlocksBeingZeroedAreFreeForStatfsButNotHandedOutYet) {
   // A segment-named file, so it may take the reserve (wal_directory.h) too: the segment
   // below then finds no space but what the unlink is zeroing.
   constexpr char kBig[] = "000000010000000000000042";
-  auto big = dir.Create(kRootInode, kBig, 0600, kUser, true);
+  auto big = dir.names().Create(kRootInode, kBig, 0600, kUser, true);
   ASSERT_TRUE(big.ok()) << big.status();
   const uint64_t bytes = empty.free_blocks * 4096 - (64 << 10);
-  ASSERT_TRUE(dir.Fallocate(big->ino, 0, bytes, 0).ok());
-  ASSERT_TRUE(dir.Release(big->ino).ok());
-  ASSERT_TRUE(dir.Unlink(kRootInode, kBig).ok());
+  ASSERT_TRUE(dir.data().Fallocate(big->ino, 0, bytes, 0).ok());
+  ASSERT_TRUE(dir.data().Release(big->ino).ok());
+  ASSERT_TRUE(dir.names().Unlink(kRootInode, kBig).ok());
   // Still referenced (the kernel's lookup): an open file keeps its blocks.
   EXPECT_LT(dir.Statfs().free_blocks, 64u);
 
   const format::Superblock& sb = dir.superblock();
   region->Close(sb.data_offset, region->size());
   // The last reference goes: the reclaim starts zeroing, and parks in its flush.
-  auto forget = std::async(std::launch::async, [&] { dir.Forget(big->ino, 1); });
+  auto forget = std::async(std::launch::async, [&] { dir.names().Forget(big->ino, 1); });
   OpenOnExit open_for_forget{region};
   ASSERT_TRUE(region->AwaitParked());
   EXPECT_EQ(dir.Statfs().free_blocks, empty.free_blocks);
   EXPECT_EQ(dir.Statfs().free_inodes + 1, empty.free_inodes);  // the orphan's, until freed
   // A segment needs those blocks: it waits for the zeroing instead of taking them.
   auto seg = std::async(std::launch::async, [&] {
-    return dir.Create(kRootInode, kSegment, 0600, kUser, true).status();
+    return dir.names().Create(kRootInode, kSegment, 0600, kUser, true).status();
   });
   OpenOnExit open_for_seg{region};
   EXPECT_EQ(seg.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);

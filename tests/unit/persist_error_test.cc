@@ -68,57 +68,58 @@ class PersistErrorPoolTest : public ::testing::TestWithParam<bool> {
 };
 
 TEST_P(PersistErrorPoolTest, EveryLaterDurabilityRequestFailsWithEio) {
-  auto f = dir_->Create(kRootInode, kSegment, 0600, kUser, true);
+  auto f = dir_->names().Create(kRootInode, kSegment, 0600, kUser, true);
   ASSERT_TRUE(f.ok()) << f.status();
-  ASSERT_TRUE(dir_->Write(f->ino, 0, Bytes("before"), /*sync=*/false).ok());
-  ASSERT_TRUE(dir_->Fsync(f->ino, true).ok());
+  ASSERT_TRUE(dir_->data().Write(f->ino, 0, Bytes("before"), /*sync=*/false).ok());
+  ASSERT_TRUE(dir_->data().Fsync(f->ino, true).ok());
 
   region_->FailFlushes();
   // pmem persists every write before it returns, so the write itself reports the
   // failure; msync mode persists at fsync.
-  auto w = dir_->Write(f->ino, 8192, Bytes("lost?"), /*sync=*/false);
+  auto w = dir_->data().Write(f->ino, 8192, Bytes("lost?"), /*sync=*/false);
   if (pmem()) {
     EXPECT_EQ(Errno(w), EIO);
   } else {
     ASSERT_TRUE(w.ok()) << w.status();
   }
-  EXPECT_EQ(Errno(dir_->Fsync(f->ino, true)), EIO);
+  EXPECT_EQ(Errno(dir_->data().Fsync(f->ino, true)), EIO);
 
   // Sticky: the flushes work again, the promises made since they failed do not.
   region_->Heal();
-  EXPECT_EQ(Errno(dir_->Fsync(f->ino, true)), EIO);
-  EXPECT_EQ(Errno(dir_->Fsync(f->ino, false)), EIO);
-  EXPECT_EQ(Errno(dir_->FsyncDir(kRootInode)), EIO);
-  EXPECT_EQ(Errno(dir_->Write(f->ino, 0, Bytes("sync"), /*sync=*/true)), EIO);
-  EXPECT_EQ(Errno(dir_->Create(kRootInode, "xlogtemp.1", 0600, kUser, true)), EIO);
-  EXPECT_EQ(Errno(dir_->Rename(kRootInode, kSegment, kRootInode, "000000010000000000000002", 0)),
-            EIO);
-  EXPECT_EQ(dir_->Fsync(f->ino, true).message(),
-            dir_->FsyncDir(kRootInode).message());  // one error, the first
+  EXPECT_EQ(Errno(dir_->data().Fsync(f->ino, true)), EIO);
+  EXPECT_EQ(Errno(dir_->data().Fsync(f->ino, false)), EIO);
+  EXPECT_EQ(Errno(dir_->data().FsyncDir(kRootInode)), EIO);
+  EXPECT_EQ(Errno(dir_->data().Write(f->ino, 0, Bytes("sync"), /*sync=*/true)), EIO);
+  EXPECT_EQ(Errno(dir_->names().Create(kRootInode, "xlogtemp.1", 0600, kUser, true)), EIO);
+  EXPECT_EQ(
+      Errno(dir_->names().Rename(kRootInode, kSegment, kRootInode, "000000010000000000000002", 0)),
+      EIO);
+  EXPECT_EQ(dir_->data().Fsync(f->ino, true).message(),
+            dir_->data().FsyncDir(kRootInode).message());  // one error, the first
 
   // Reading is not a durability request: what was written reads back.
   char buf[6];
-  auto r = dir_->Read(f->ino, 0, absl::Span<char>(buf, sizeof(buf)));
+  auto r = dir_->data().Read(f->ino, 0, absl::Span<char>(buf, sizeof(buf)));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(std::string(buf, *r), "syncre");
-  EXPECT_TRUE(dir_->GetAttr(f->ino).ok());
+  EXPECT_TRUE(dir_->names().GetAttr(f->ino).ok());
 
   // A clean unmount cannot claim the pool is consistent on media either.
   EXPECT_EQ(Errno(dir_->Close()), EIO);
 }
 
 TEST_P(PersistErrorPoolTest, OnlyDurabilityRequestsFail) {
-  auto f = dir_->Create(kRootInode, kSegment, 0600, kUser, true);
+  auto f = dir_->names().Create(kRootInode, kSegment, 0600, kUser, true);
   ASSERT_TRUE(f.ok()) << f.status();
   region_->FailFlushes();
   // Nothing was dirty, so nothing was flushed and nothing failed yet.
-  EXPECT_TRUE(dir_->Fsync(f->ino, true).ok());
+  EXPECT_TRUE(dir_->data().Fsync(f->ino, true).ok());
   // In msync mode a plain write promises nothing, so it succeeds; in pmem mode it is
   // persisted before it returns, so it fails.
-  auto w = dir_->Write(f->ino, 0, Bytes("x"), /*sync=*/false);
+  auto w = dir_->data().Write(f->ino, 0, Bytes("x"), /*sync=*/false);
   EXPECT_EQ(w.ok(), !pmem()) << w.status();
-  EXPECT_EQ(Errno(dir_->Fsync(f->ino, true)), EIO);
-  EXPECT_TRUE(dir_->Lookup(kRootInode, kSegment).ok());
+  EXPECT_EQ(Errno(dir_->data().Fsync(f->ino, true)), EIO);
+  EXPECT_TRUE(dir_->names().Lookup(kRootInode, kSegment).ok());
   EXPECT_GT(dir_->Statfs().total_blocks, 0u);
 }
 
@@ -133,7 +134,7 @@ TEST(PersistErrorTest, OpenRefusesAPoolWhoseRecoveryCannotPersist) {
   {
     auto dir = testing::OpenImage(FormattedImage(), /*pmem=*/false);
     ASSERT_NE(dir, nullptr);
-    ASSERT_TRUE(dir->Create(kRootInode, "f", 0600, kUser, true).ok());
+    ASSERT_TRUE(dir->names().Create(kRootInode, "f", 0600, kUser, true).ok());
     ASSERT_TRUE(dir->Close().ok());
     image.assign(dir->region().data(), dir->region().size());
   }
@@ -162,19 +163,19 @@ std::map<std::string, std::string> Tree(WalDirectory& dir) {
   std::function<void(InodeId, const std::string&)> walk = [&](InodeId ino,
                                                              const std::string& path) {
     std::vector<std::pair<std::string, InodeId>> entries;
-    absl::Status s = dir.Readdir(ino, 0, [&](const DirEntry& e) {
+    absl::Status s = dir.names().Readdir(ino, 0, [&](const DirEntry& e) {
       if (e.name != "." && e.name != "..") entries.emplace_back(std::string(e.name), e.ino);
       return true;
     });
     EXPECT_TRUE(s.ok()) << s;
     for (const auto& [name, child] : entries) {
-      auto a = dir.GetAttr(child);
+      auto a = dir.names().GetAttr(child);
       EXPECT_TRUE(a.ok()) << a.status();
       if (!a.ok()) continue;
       std::string desc = absl::StrCat("ino ", child, " mode ", a->mode, " nlink ", a->nlink,
                                       " size ", a->size, " blocks ", a->blocks);
       if ((a->mode & S_IFMT) == S_IFLNK) {
-        auto t = dir.Readlink(child);
+        auto t = dir.names().Readlink(child);
         if (t.ok()) absl::StrAppend(&desc, " -> ", *t);
       }
       tree[path + name] = desc;
@@ -199,68 +200,80 @@ struct FailedOp {
 absl::Status StatusOf(const absl::StatusOr<Attr>& r) { return r.status(); }
 
 const FailedOp kFailedOps[] = {
-    {"create", [](WalDirectory& d, const Made&) {
-       return StatusOf(d.Create(kRootInode, "new", 0600, kUser, true));
+    {"create",
+     [](WalDirectory& d, const Made&) {
+       return StatusOf(d.names().Create(kRootInode, "new", 0600, kUser, true));
      }},
-    {"create_segment", [](WalDirectory& d, const Made&) {
-       return StatusOf(d.Create(kRootInode, "000000010000000000000009", 0600, kUser, true));
+    {"create_segment",
+     [](WalDirectory& d, const Made&) {
+       return StatusOf(d.names().Create(kRootInode, "000000010000000000000009", 0600, kUser, true));
      }},
-    {"mkdir", [](WalDirectory& d, const Made&) {
-       return StatusOf(d.Mkdir(kRootInode, "newdir", 0700, kUser));
+    {"mkdir",
+     [](WalDirectory& d, const Made&) {
+       return StatusOf(d.names().Mkdir(kRootInode, "newdir", 0700, kUser));
      }},
-    {"symlink", [](WalDirectory& d, const Made&) {
-       return StatusOf(d.Symlink(kRootInode, "lnk", "target", kUser));
+    {"symlink",
+     [](WalDirectory& d, const Made&) {
+       return StatusOf(d.names().Symlink(kRootInode, "lnk", "target", kUser));
      }},
-    {"link", [](WalDirectory& d, const Made& m) {
-       return StatusOf(d.Link(m.file, kRootInode, "hard"));
+    {"link", [](WalDirectory& d,
+                const Made& m) { return StatusOf(d.names().Link(m.file, kRootInode, "hard")); }},
+    {"unlink", [](WalDirectory& d, const Made&) { return d.names().Unlink(kRootInode, "file"); }},
+    {"rmdir", [](WalDirectory& d, const Made&) { return d.names().Rmdir(kRootInode, "dir"); }},
+    {"rename",
+     [](WalDirectory& d, const Made&) {
+       return d.names().Rename(kRootInode, "file", kRootInode, "renamed", 0);
      }},
-    {"unlink", [](WalDirectory& d, const Made&) { return d.Unlink(kRootInode, "file"); }},
-    {"rmdir", [](WalDirectory& d, const Made&) { return d.Rmdir(kRootInode, "dir"); }},
-    {"rename", [](WalDirectory& d, const Made&) {
-       return d.Rename(kRootInode, "file", kRootInode, "renamed", 0);
+    {"rename_over",
+     [](WalDirectory& d, const Made&) {
+       return d.names().Rename(kRootInode, "file", kRootInode, kSegment, 0);
      }},
-    {"rename_over", [](WalDirectory& d, const Made&) {
-       return d.Rename(kRootInode, "file", kRootInode, kSegment, 0);
+    {"rename_into_dir",
+     [](WalDirectory& d, const Made& m) {
+       return d.names().Rename(kRootInode, "file", m.dir, "moved", 0);
      }},
-    {"rename_into_dir", [](WalDirectory& d, const Made& m) {
-       return d.Rename(kRootInode, "file", m.dir, "moved", 0);
+    {"exchange",
+     [](WalDirectory& d, const Made&) {
+       return d.names().Rename(kRootInode, "file", kRootInode, kSegment, kRenameExchange);
      }},
-    {"exchange", [](WalDirectory& d, const Made&) {
-       return d.Rename(kRootInode, "file", kRootInode, kSegment, kRenameExchange);
-     }},
-    {"rename_segment_away", [](WalDirectory& d, const Made&) {
+    {"rename_segment_away",
+     [](WalDirectory& d, const Made&) {
        // Gives the segment's extent back through a trim carrier in the same commit.
-       return d.Rename(kRootInode, kSegment, kRootInode, "00000002.history", 0);
+       return d.names().Rename(kRootInode, kSegment, kRootInode, "00000002.history", 0);
      }},
-    {"truncate_shrink", [](WalDirectory& d, const Made& m) {
+    {"truncate_shrink",
+     [](WalDirectory& d, const Made& m) {
        SetattrRequest r;
        r.size = 10;
-       return StatusOf(d.Setattr(m.file, r));
+       return StatusOf(d.names().Setattr(m.file, r));
      }},
-    {"truncate_grow", [](WalDirectory& d, const Made& m) {
+    {"truncate_grow",
+     [](WalDirectory& d, const Made& m) {
        SetattrRequest r;
        r.size = 200000;
-       return StatusOf(d.Setattr(m.file, r));
+       return StatusOf(d.names().Setattr(m.file, r));
      }},
-    {"chmod", [](WalDirectory& d, const Made& m) {
+    {"chmod",
+     [](WalDirectory& d, const Made& m) {
        SetattrRequest r;
        r.mode = 0640;
-       return StatusOf(d.Setattr(m.file, r));
+       return StatusOf(d.names().Setattr(m.file, r));
      }},
-    {"fallocate", [](WalDirectory& d, const Made& m) {
-       return d.Fallocate(m.file, 0, 100000, 0);
-     }},
-    {"append_dsync", [](WalDirectory& d, const Made& m) -> absl::Status {
+    {"fallocate",
+     [](WalDirectory& d, const Made& m) { return d.data().Fallocate(m.file, 0, 100000, 0); }},
+    {"append_dsync",
+     [](WalDirectory& d, const Made& m) -> absl::Status {
        // A growing write allocates (an edit), then its size commits. O_DSYNC: in msync
        // mode a plain write promises nothing, and its size is in memory (the page cache)
        // before any fsync, as on every file system.
-       return d.Write(m.file, 5000, Bytes(std::string(3000, 'x')), /*sync=*/true).status();
+       return d.data().Write(m.file, 5000, Bytes(std::string(3000, 'x')), /*sync=*/true).status();
      }},
-    {"segment_write_past_eof", [](WalDirectory& d, const Made& m) -> absl::Status {
+    {"segment_write_past_eof",
+     [](WalDirectory& d, const Made& m) -> absl::Status {
        // No allocation: only the size commits.
-       auto w = d.Write(m.seg, 8192, Bytes(std::string(8192, 'w')), /*sync=*/true);
+       auto w = d.data().Write(m.seg, 8192, Bytes(std::string(8192, 'w')), /*sync=*/true);
        if (!w.ok()) return w.status();
-       return d.Fsync(m.seg, true);
+       return d.data().Fsync(m.seg, true);
      }},
 };
 
@@ -278,20 +291,20 @@ TEST_P(ApplyAfterCommitTest, NamespaceMatchesTheMediaAfterAFailedCommit) {
   ASSERT_TRUE(opened.ok()) << opened.status();
   WalDirectory& dir = **opened;
 
-  auto file = dir.Create(kRootInode, "file", 0600, kUser, true);
+  auto file = dir.names().Create(kRootInode, "file", 0600, kUser, true);
   ASSERT_TRUE(file.ok()) << file.status();
-  ASSERT_TRUE(dir.Write(file->ino, 0, Bytes(std::string(5000, 'f')), false).ok());
-  ASSERT_TRUE(dir.Fsync(file->ino, false).ok());
-  ASSERT_TRUE(dir.Release(file->ino).ok());
-  auto seg = dir.Create(kRootInode, kSegment, 0600, kUser, true);
+  ASSERT_TRUE(dir.data().Write(file->ino, 0, Bytes(std::string(5000, 'f')), false).ok());
+  ASSERT_TRUE(dir.data().Fsync(file->ino, false).ok());
+  ASSERT_TRUE(dir.data().Release(file->ino).ok());
+  auto seg = dir.names().Create(kRootInode, kSegment, 0600, kUser, true);
   ASSERT_TRUE(seg.ok()) << seg.status();
-  ASSERT_TRUE(dir.Write(seg->ino, 0, Bytes(std::string(8192, 's')), true).ok());
-  auto sub = dir.Mkdir(kRootInode, "dir", 0700, kUser);
+  ASSERT_TRUE(dir.data().Write(seg->ino, 0, Bytes(std::string(8192, 's')), true).ok());
+  auto sub = dir.names().Mkdir(kRootInode, "dir", 0700, kUser);
   ASSERT_TRUE(sub.ok()) << sub.status();
   // Nothing holds a lookup reference: an unlinked inode is reclaimed at once.
-  dir.Forget(file->ino, 1);
-  dir.Forget(seg->ino, 1);
-  dir.Forget(sub->ino, 1);
+  dir.names().Forget(file->ino, 1);
+  dir.names().Forget(seg->ino, 1);
+  dir.names().Forget(sub->ino, 1);
   const auto before = Tree(dir);
   const FsStats stats_before = dir.Statfs();
 

@@ -84,7 +84,7 @@ uint32_t NewestFlags(const std::string& image) {
 
 std::string ReadAll(WalDirectory& d, InodeId ino, uint64_t size) {
   std::string out(size, '\0');
-  auto n = d.Read(ino, 0, absl::Span<char>(out.data(), out.size()));
+  auto n = d.data().Read(ino, 0, absl::Span<char>(out.data(), out.size()));
   EXPECT_TRUE(n.ok()) << n.status();
   out.resize(n.ok() ? *n : 0);
   return out;
@@ -138,27 +138,27 @@ TEST(PoolStateTest, ALazyPoolOverGarbageBehavesAsAZeroedOne) {
   std::string* bytes = nullptr;
   auto dir = Open(LazyImageOverGarbage(), &bytes);
   ASSERT_NE(dir, nullptr);
-  auto seg = dir->Create(kRoot, kSegment1, 0600, kUser, true);
+  auto seg = dir->names().Create(kRoot, kSegment1, 0600, kUser, true);
   ASSERT_TRUE(seg.ok()) << seg.status();
-  ASSERT_TRUE(dir->Write(seg->ino, 0, Bytes("wal"), false).ok());
+  ASSERT_TRUE(dir->data().Write(seg->ino, 0, Bytes("wal"), false).ok());
   // Zeros past EOF are elided (not stored): they must read as zeros.
   const std::string zeros(kTestSegment - 3, '\0');
-  ASSERT_TRUE(dir->Write(seg->ino, 3, Bytes(zeros), false).ok());
+  ASSERT_TRUE(dir->data().Write(seg->ino, 3, Bytes(zeros), false).ok());
   EXPECT_EQ(ReadAll(*dir, seg->ino, kTestSegment), "wal" + zeros);
-  auto sub = dir->Mkdir(kRoot, "archive_status", 0700, kUser);
+  auto sub = dir->names().Mkdir(kRoot, "archive_status", 0700, kUser);
   ASSERT_TRUE(sub.ok()) << sub.status();
   for (int i = 0; i < 20; ++i) {
-    auto f = dir->Create(sub->ino, absl::StrCat("f", i, ".ready"), 0600, kUser, true);
+    auto f = dir->names().Create(sub->ino, absl::StrCat("f", i, ".ready"), 0600, kUser, true);
     ASSERT_TRUE(f.ok()) << f.status();
-    ASSERT_TRUE(dir->Write(f->ino, 0, Bytes(absl::StrCat("x", i)), false).ok());
+    ASSERT_TRUE(dir->data().Write(f->ino, 0, Bytes(absl::StrCat("x", i)), false).ok());
   }
-  auto small = dir->Create(kRoot, "history", 0600, kUser, true);
+  auto small = dir->names().Create(kRoot, "history", 0600, kUser, true);
   ASSERT_TRUE(small.ok());
   SetattrRequest grow;
   grow.size = 10000;
-  ASSERT_TRUE(dir->Setattr(small->ino, grow).ok());
+  ASSERT_TRUE(dir->names().Setattr(small->ino, grow).ok());
   EXPECT_EQ(ReadAll(*dir, small->ino, 10000), std::string(10000, '\0'));
-  ASSERT_TRUE(dir->Unlink(sub->ino, "f3.ready").ok());
+  ASSERT_TRUE(dir->names().Unlink(sub->ino, "f3.ready").ok());
   ASSERT_TRUE(dir->Close().ok());
   const format::PoolState st = StateOf(*bytes);
   EXPECT_EQ(st.inode_high, 2u + 1 + 1 + 20 + 1);  // reserved+root, segment, dir, 20, history
@@ -171,12 +171,12 @@ TEST(PoolStateTest, ALazyPoolOverGarbageBehavesAsAZeroedOne) {
   std::string* again = nullptr;
   dir = Open(*bytes, &again);
   ASSERT_NE(dir, nullptr);
-  auto f7 = dir->Lookup(sub->ino, "f7.ready");
+  auto f7 = dir->names().Lookup(sub->ino, "f7.ready");
   ASSERT_TRUE(f7.ok());
   EXPECT_EQ(ReadAll(*dir, f7->ino, 2), "x7");
-  auto seg2 = dir->Create(kRoot, kSegment2, 0600, kUser, true);
+  auto seg2 = dir->names().Create(kRoot, kSegment2, 0600, kUser, true);
   ASSERT_TRUE(seg2.ok());
-  ASSERT_TRUE(dir->Write(seg2->ino, 0, Bytes(std::string(kTestSegment, '\0')), false).ok());
+  ASSERT_TRUE(dir->data().Write(seg2->ino, 0, Bytes(std::string(kTestSegment, '\0')), false).ok());
   EXPECT_EQ(ReadAll(*dir, seg2->ino, kTestSegment), std::string(kTestSegment, '\0'));
   ASSERT_TRUE(dir->Close().ok());
   ExpectFsckClean(*again);
@@ -196,7 +196,7 @@ TEST(PoolStateTest, NonZeroFreeSpaceIsRefusedBeforeItIsHandedOut) {
   std::string* bytes = nullptr;
   auto dir = Open(image, &bytes);
   ASSERT_NE(dir, nullptr) << "open must not read free space";
-  auto seg = dir->Create(kRoot, kSegment1, 0600, kUser, true);
+  auto seg = dir->names().Create(kRoot, kSegment1, 0600, kUser, true);
   ASSERT_FALSE(seg.ok());
   EXPECT_EQ(seg.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(seg.status().message().find(absl::StrCat(
@@ -205,13 +205,13 @@ TEST(PoolStateTest, NonZeroFreeSpaceIsRefusedBeforeItIsHandedOut) {
             std::string::npos)
       << seg.status();
   EXPECT_EQ(ErrnoFromStatus(seg.status()), EIO);
-  EXPECT_FALSE(dir->Lookup(kRoot, kSegment1).ok()) << "nothing was created";
+  EXPECT_FALSE(dir->names().Lookup(kRoot, kSegment1).ok()) << "nothing was created";
   // Small files come from the top, which is zero: they still work.
-  auto f = dir->Create(kRoot, "f", 0600, kUser, true);
+  auto f = dir->names().Create(kRoot, "f", 0600, kUser, true);
   ASSERT_TRUE(f.ok());
-  ASSERT_TRUE(dir->Write(f->ino, 0, Bytes("ok"), false).ok());
+  ASSERT_TRUE(dir->data().Write(f->ino, 0, Bytes("ok"), false).ok());
   // Refused again: the block stays unverified.
-  EXPECT_EQ(dir->Create(kRoot, kSegment1, 0600, kUser, true).status().code(),
+  EXPECT_EQ(dir->names().Create(kRoot, kSegment1, 0600, kUser, true).status().code(),
             absl::StatusCode::kDataLoss);
   ASSERT_TRUE(dir->Close().ok());
 
@@ -227,7 +227,7 @@ TEST(PoolStateTest, NonZeroFreeSpaceIsRefusedBeforeItIsHandedOut) {
   std::string* fixed = nullptr;
   dir = Open(region.bytes(), &fixed);
   ASSERT_NE(dir, nullptr);
-  EXPECT_TRUE(dir->Create(kRoot, kSegment1, 0600, kUser, true).ok());
+  EXPECT_TRUE(dir->names().Create(kRoot, kSegment1, 0600, kUser, true).ok());
   ASSERT_TRUE(dir->Close().ok());
   ExpectFsckClean(*fixed);
 }
@@ -315,9 +315,9 @@ TEST(PoolStateTest, BadStateRecordsAreRefusedAndRepaired) {
 TEST(PoolStateTest, UninitialisedRangeOverAFileIsRefused) {
   std::string* bytes = nullptr;
   auto dir = Open(testing::FormattedImage(), &bytes);
-  auto seg = dir->Create(kRoot, kSegment1, 0600, kUser, true);
+  auto seg = dir->names().Create(kRoot, kSegment1, 0600, kUser, true);
   ASSERT_TRUE(seg.ok());
-  ASSERT_TRUE(dir->Write(seg->ino, 0, Bytes("data"), false).ok());
+  ASSERT_TRUE(dir->data().Write(seg->ino, 0, Bytes("data"), false).ok());
   ASSERT_TRUE(dir->Close().ok());
   std::string image = *bytes;
   format::PoolState st = StateOf(image);
@@ -341,7 +341,7 @@ TEST(PoolStateTest, UninitialisedRangeOverAFileIsRefused) {
   std::string* fixed = nullptr;
   dir = Open(region.bytes(), &fixed);
   ASSERT_NE(dir, nullptr);
-  auto again = dir->Lookup(kRoot, kSegment1);
+  auto again = dir->names().Lookup(kRoot, kSegment1);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(ReadAll(*dir, again->ino, 4), "data");
 }
@@ -456,7 +456,7 @@ TEST(PoolStateTest, FreeSpaceVerifiedAheadIsHandedOutAndScribblesStillRefused) {
   // What would have been refused, had it been read at allocation: the guard trusts the
   // blocks it verified ahead, as it trusts blocks it verified at an allocation.
   std::memcpy(bytes->data() + sb.data_offset + 5 * format::kBlockSize, "late", 4);
-  auto seg = dir->Create(kRoot, kSegment1, 0600, kUser, true);
+  auto seg = dir->names().Create(kRoot, kSegment1, 0600, kUser, true);
   ASSERT_TRUE(seg.ok()) << seg.status();
   ASSERT_TRUE(dir->Close().ok());
 
@@ -467,7 +467,7 @@ TEST(PoolStateTest, FreeSpaceVerifiedAheadIsHandedOutAndScribblesStillRefused) {
   ASSERT_NE(dir, nullptr);
   while (dir->VerifyFreeSpaceAhead(64) != 0) {
   }
-  seg = dir->Create(kRoot, kSegment1, 0600, kUser, true);
+  seg = dir->names().Create(kRoot, kSegment1, 0600, kUser, true);
   ASSERT_FALSE(seg.ok());
   EXPECT_EQ(seg.status().code(), absl::StatusCode::kDataLoss) << seg.status();
   ASSERT_TRUE(dir->Close().ok());
@@ -517,13 +517,13 @@ TEST(PoolStateTest, FreeSpaceIsTrustedWhenTheNewestTransactionSaysItIsZero) {
   ASSERT_NE(dir, nullptr);
   EXPECT_TRUE(dir->FreeSpaceKnownZero()) << "nothing committed since mkfs";
   EXPECT_EQ(dir->VerifyFreeSpaceAhead(64), 0u);
-  auto seg = dir->Create(kRoot, kSegment1, 0600, kUser, true);
+  auto seg = dir->names().Create(kRoot, kSegment1, 0600, kUser, true);
   ASSERT_TRUE(seg.ok()) << seg.status();
   EXPECT_EQ(NewestFlags(*bytes), format::kJournalFlagFreeSpaceZero);
-  ASSERT_TRUE(dir->Write(seg->ino, 0, Bytes("wal"), false).ok());
-  ASSERT_TRUE(dir->Unlink(kRoot, kSegment1).ok());
-  dir->Forget(seg->ino, 1);  // reclaimed: zeroed, then freed by a commit
-  auto f = dir->Create(kRoot, "f", 0600, kUser, true);
+  ASSERT_TRUE(dir->data().Write(seg->ino, 0, Bytes("wal"), false).ok());
+  ASSERT_TRUE(dir->names().Unlink(kRoot, kSegment1).ok());
+  dir->names().Forget(seg->ino, 1);  // reclaimed: zeroed, then freed by a commit
+  auto f = dir->names().Create(kRoot, "f", 0600, kUser, true);
   ASSERT_TRUE(f.ok());
   ASSERT_TRUE(dir->Close().ok());
   image = *bytes;
@@ -570,7 +570,7 @@ TEST(PoolStateTest, FreeSpaceOfAnOlderWalfsPoolIsVerifiedOnceThenTrusted) {
   auto dir = Open(image, &bytes);
   ASSERT_NE(dir, nullptr);
   EXPECT_FALSE(dir->FreeSpaceKnownZero());
-  auto f = dir->Create(kRoot, "f", 0600, kUser, true);
+  auto f = dir->names().Create(kRoot, "f", 0600, kUser, true);
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(NewestFlags(*bytes), 0u) << "not verified yet";
   uint64_t looked = 0;
@@ -616,14 +616,14 @@ TEST(PoolStateTest, AScribbleKeepsFreeSpaceUntrustedUntilRepaired) {
   while (dir->VerifyFreeSpaceAhead(64) != 0) {
   }
   EXPECT_FALSE(dir->FreeSpaceKnownZero());
-  auto f = dir->Create(kRoot, "f", 0600, kUser, true);
+  auto f = dir->names().Create(kRoot, "f", 0600, kUser, true);
   ASSERT_TRUE(f.ok());
   ASSERT_TRUE(dir->Close().ok());
   EXPECT_EQ(NewestFlags(*bytes), 0u);
   dir = Open(*bytes, &bytes);
   ASSERT_NE(dir, nullptr);
   EXPECT_FALSE(dir->FreeSpaceKnownZero());
-  EXPECT_EQ(dir->Create(kRoot, kSegment1, 0600, kUser, true).status().code(),
+  EXPECT_EQ(dir->names().Create(kRoot, kSegment1, 0600, kUser, true).status().code(),
             absl::StatusCode::kDataLoss);
   ASSERT_TRUE(dir->Close().ok());
 
@@ -636,7 +636,7 @@ TEST(PoolStateTest, AScribbleKeepsFreeSpaceUntrustedUntilRepaired) {
   while (dir->VerifyFreeSpaceAhead(64) != 0) {
   }
   EXPECT_TRUE(dir->FreeSpaceKnownZero());
-  EXPECT_TRUE(dir->Create(kRoot, kSegment1, 0600, kUser, true).ok());
+  EXPECT_TRUE(dir->names().Create(kRoot, kSegment1, 0600, kUser, true).ok());
   ASSERT_TRUE(dir->Close().ok());
   EXPECT_EQ(NewestFlags(*bytes), format::kJournalFlagFreeSpaceZero);
 }

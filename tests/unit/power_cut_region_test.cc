@@ -234,9 +234,9 @@ TEST(PowerCutRegionTest, CleanCloseLeavesEverythingOnMedia) {
     MemoryRegion* media = w.media;
     auto dir = WalDirectory::Open(std::move(w.region));
     ASSERT_TRUE(dir.ok()) << dir.status();
-    auto f = (*dir)->Create(kRootInode, "file", 0600, Caller{}, true);
+    auto f = (*dir)->names().Create(kRootInode, "file", 0600, Caller{}, true);
     ASSERT_TRUE(f.ok());
-    ASSERT_TRUE((*dir)->Write(f->ino, 0, testing::Bytes("contents"), false).ok());
+    ASSERT_TRUE((*dir)->data().Write(f->ino, 0, testing::Bytes("contents"), false).ok());
     ASSERT_TRUE((*dir)->Close().ok());
     EXPECT_EQ(std::string((*dir)->region().data(), (*dir)->region().size()), media->bytes());
   }

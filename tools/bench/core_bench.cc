@@ -67,7 +67,7 @@ class Fixture {
     absl::StatusOr<std::unique_ptr<WalDirectory>> dir = WalDirectory::Open(std::move(region));
     if (!dir.ok()) return dir.status();
     fixture->dir_ = std::move(*dir);
-    absl::StatusOr<core::Attr> attr = fixture->dir_->Create(
+    absl::StatusOr<core::Attr> attr = fixture->dir_->names().Create(
         core::kRootInode, kSegmentName, 0600, core::Caller{}, /*exclusive=*/true);
     if (!attr.ok()) return attr.status();
     fixture->ino_ = attr->ino;
@@ -77,10 +77,10 @@ class Fixture {
     const std::vector<char> zeros(1 << 20, 0);
     for (uint64_t off = 0; off < fixture->segment_size_; off += zeros.size()) {
       absl::StatusOr<size_t> n =
-          fixture->dir_->Write(fixture->ino_, off, absl::MakeConstSpan(zeros), false);
+          fixture->dir_->data().Write(fixture->ino_, off, absl::MakeConstSpan(zeros), false);
       if (!n.ok()) return n.status();
     }
-    if (absl::Status s = fixture->dir_->Fsync(fixture->ino_, true); !s.ok()) return s;
+    if (absl::Status s = fixture->dir_->data().Fsync(fixture->ino_, true); !s.ok()) return s;
     return fixture;
   }
 
@@ -123,13 +123,13 @@ void RunCase(benchmark::State& state, bool on_file, Case c, const Options& optio
   for (auto _ : state) {
     page[offset / kPageSize % kPageSize] ^= 1;  // different bytes each time
     absl::StatusOr<size_t> n =
-        f.dir().Write(f.ino(), offset, absl::MakeConstSpan(page), c == Case::kWriteSync);
+        f.dir().data().Write(f.ino(), offset, absl::MakeConstSpan(page), c == Case::kWriteSync);
     if (!n.ok()) {
       state.SkipWithError(n.status().ToString().c_str());
       return;
     }
     if (c == Case::kWriteFsync) {
-      if (absl::Status s = f.dir().Fsync(f.ino(), /*datasync=*/true); !s.ok()) {
+      if (absl::Status s = f.dir().data().Fsync(f.ino(), /*datasync=*/true); !s.ok()) {
         state.SkipWithError(s.ToString().c_str());
         return;
       }

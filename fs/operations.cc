@@ -77,7 +77,7 @@ void WalfsStatfs(fuse_req_t req, fuse_ino_t ino) {
   st.f_frsize = s.block_size;
   st.f_blocks = s.total_blocks;
   st.f_bfree = s.free_blocks;
-  // The reserve is for WAL segments, not for root (core/wal_directory.h): df's "Avail"
+  // The reserve is for WAL segments, not for root (core/layout.h): df's "Avail"
   // is what any other file can still get, as with ext4's reserved blocks.
   st.f_bavail = s.free_blocks - std::min(s.free_blocks, s.reserved_blocks);
   st.f_files = s.total_inodes;

@@ -70,7 +70,7 @@ class Server {
   core::WalDirectory& dir() const { return dir_; }
 
   // True when FSYNC is answered ENOSYS: on PMEM every write is durable before its reply
-  // (wal_directory.h), so an fsync has nothing left to do, and ENOSYS makes the kernel
+  // (core/data_path.h), so an fsync has nothing left to do, and ENOSYS makes the kernel
   // stop sending it for the rest of the connection. Never in msync mode, where Fsync is
   // what makes writes durable.
   bool fsync_shortcut() const { return fsync_shortcut_; }

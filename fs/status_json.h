@@ -25,7 +25,7 @@
 //   "segment_size":   extent size given to WAL segments (superblock)
 //   "block_size", "total_blocks", "free_blocks", "reserved_blocks", "total_inodes",
 //   "free_inodes":    WalDirectory::Statfs() (reserved_blocks: the part of free_blocks
-//                     only WAL segments may take, core/wal_directory.h)
+//                     only WAL segments may take, core/layout.h)
 //   "writes", "write_bytes", "reads", "read_bytes", "fsyncs", "fsyncdirs",
 //   "sync_writes", "journal_commits", "journal_replays", "orphans_reclaimed",
 //   "zeroed_blocks":  core::Counters, since the pool was opened

@@ -204,7 +204,7 @@ struct Args {
 
 // Refuses a data area PostgreSQL cannot run in (its WAL needs at least two segments:
 // min_wal_size and max_wal_size are at least that), and warns, with the numbers, when it
-// is smaller than the sizing rule (core/wal_directory.h, docs/operations.md "Sizing a pool") asks for
+// is smaller than the sizing rule (core/layout.h, docs/operations.md "Sizing a pool") asks for
 // these settings. Returns false when refused (the message is printed).
 bool CheckSize(const Args& args, const f::Superblock& layout, const core::FormatOptions& opts) {
   const uint64_t data = layout.data_blocks * f::kBlockSize;

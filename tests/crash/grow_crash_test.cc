@@ -43,7 +43,7 @@ constexpr uint64_t kSegment = 1 << 20;
 constexpr uint64_t kOldSize = 4 << 20;
 constexpr uint64_t kNewSize = 7 << 20;
 constexpr Caller kPg{105, 111};
-// A segment name: only segments may take the reserve (wal_directory.h), and the fill
+// A segment name: only segments may take the reserve (core/layout.h), and the fill
 // must take every free block.
 constexpr char kFillName[] = "0000000100000000000000FF";
 

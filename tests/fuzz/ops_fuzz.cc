@@ -135,7 +135,7 @@ class Program {
   }
   // ENOSPC only when the pool really lacks the blocks a file needs to reach `end` (blocks
   // being zeroed are freed before the operation returns here: no reclaim runs in the
-  // background in this process). The reserve (core/wal_directory.h) is not counted: only
+  // background in this process). The reserve (core/layout.h) is not counted: only
   // WAL segments may take it, and this check does not tell them from other files.
   void ExpectFull(const std::string& op, InodeId ino, uint64_t end) {
     const uint64_t have = dir_->names().GetAttr(ino)->blocks / 8;

@@ -23,7 +23,7 @@ using testing::ExpectFsckClean;
 
 constexpr InodeId kRoot = format::kRootInode;
 const Caller kUser{1000, 1000};
-// A segment name: only segments may take the reserve (wal_directory.h), and the fill
+// A segment name: only segments may take the reserve (core/layout.h), and the fill
 // must take every free block.
 constexpr char kFillName[] = "0000000100000000000000FF";
 constexpr uint64_t kOld = 8 << 20;

@@ -165,7 +165,7 @@ TEST_P(LockScopeTest, BlocksBeingZeroedAreFreeForStatfsButNotHandedOutYet) {
   WalDirectory& dir = **opened;
   const FsStats empty = dir.Statfs();
 
-  // A segment-named file, so it may take the reserve (wal_directory.h) too: the segment
+  // A segment-named file, so it may take the reserve (core/layout.h) too: the segment
   // below then finds no space but what the unlink is zeroing.
   constexpr char kBig[] = "000000010000000000000042";
   auto big = dir.names().Create(kRootInode, kBig, 0600, kUser, true);

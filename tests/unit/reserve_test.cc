@@ -1,4 +1,4 @@
-// The reserve (core/wal_directory.h, ReservedBlocks): the last free blocks of a pool
+// The reserve (core/layout.h, ReservedBlocks): the last free blocks of a pool
 // only WAL segments may take, so a checkpoint or crash recovery after a space shortage
 // can still create segments.
 #include <gtest/gtest.h>

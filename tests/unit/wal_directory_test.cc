@@ -559,7 +559,7 @@ TEST(WalDirectoryAllocation, GrowingFileUsesTheWholePool) {
   auto dir = OpenImage(FormattedImage(64 << 20));
   auto f = dir->names().Create(kRootInode, "big", 0600, kUser, true);
   ASSERT_TRUE(f.ok());
-  // Not the reserve, which only WAL segments may take (wal_directory.h).
+  // Not the reserve, which only WAL segments may take (core/layout.h).
   const uint64_t total = (dir->Statfs().total_blocks - dir->Statfs().reserved_blocks) * 4096;
   const std::string chunk(1 << 20, 'b');
   uint64_t written = 0;

@@ -36,7 +36,8 @@ class DataPath {
 
   // Reads up to out.size() bytes at `offset`; short only at EOF. atime follows relatime
   // (moved when not newer than mtime/ctime or a day old), regular files only; it becomes
-  // durable with the record's next commit (a write's, Release, Close), not by the read.
+  // durable with the record's next commit (a write's, Release,
+  // WalDirectory::Close), not by the read.
   absl::StatusOr<size_t> Read(InodeId ino, uint64_t offset, absl::Span<char> out);
   // Writes all of `data` at `offset`, allocating as needed (ENOSPC only then). `sync`:
   // the write is durable when this returns (O_DSYNC/O_SYNC handles). `clear_setid`: the
@@ -47,7 +48,7 @@ class DataPath {
   // Times: in pmem mode a write's mtime/ctime are durable at most kTimesStalenessNs
   // after the write (a write commits the record when the last commit is older); in
   // msync mode, with the data (Fsync; fdatasync within the same bound). Release and
-  // Close commit them at once.
+  // WalDirectory::Close commit them at once.
   absl::StatusOr<size_t> Write(InodeId ino, uint64_t offset, absl::Span<const char> data,
                                bool sync, bool clear_setid = false,
                                bool* setid_cleared = nullptr);
@@ -58,12 +59,12 @@ class DataPath {
   absl::Status Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags);
   // An open file was closed (FUSE RELEASE): its pending times are committed, and a file
   // that is neither a WAL segment nor preallocated (fallocate KEEP_SIZE) gives back the
-  // blocks it holds past its size (growth allocates ahead, Grow). In msync mode a file
+  // blocks it holds past its size (growth allocates ahead, Space::Grow). In msync mode a file
   // with bytes not yet synced is left alone: close makes nothing durable.
   absl::Status Release(InodeId ino);
 
  private:
-  friend class Edit;  // FlushDirty, before it commits a record
+  friend class Edit;  // calls FlushDirty only, before it commits a record
 
   // msync mode: persists the file bytes written to `in` and not yet durable. Under
   // in.mu; an Edit calls it before it commits the inode's record, so that a record never

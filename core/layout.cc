@@ -1,4 +1,4 @@
-// Pool geometry: the sizing rules, and computing, validating and writing a fresh layout
+// Pool geometry: the reserve and the sizing rules, and computing, validating and writing a fresh layout
 // (mkfs).
 #include "core/layout.h"
 

@@ -45,7 +45,6 @@
 #include "core/format.h"
 #include "core/inode.h"
 #include "core/journal.h"
-#include "core/layout.h"
 #include "core/lease_table.h"
 #include "core/mutex.h"
 #include "core/namespace.h"

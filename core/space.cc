@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/all_zero.h"
 #include "core/edit.h"
+#include "core/layout.h"
 #include "core/pool.h"
 #include "core/status.h"
 

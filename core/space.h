@@ -19,7 +19,6 @@
 #include "absl/status/statusor.h"
 #include "core/allocator.h"
 #include "core/format.h"
-#include "core/layout.h"
 #include "core/pool_state.h"
 #include "core/types.h"
 

@@ -1,5 +1,5 @@
 // The engine's interface types: the plain values that cross between core/ and its callers
-// (fs/, the tools, the tests). No behaviour and no engine state; every call that takes or
+// (fs/, the tools, the tests). No engine behaviour and no engine state; every call that takes or
 // returns them is declared with the piece that owns it (docs/design/engine.md).
 #ifndef WALFS_CORE_TYPES_H_
 #define WALFS_CORE_TYPES_H_
@@ -70,7 +70,7 @@ struct FsStats {
   uint64_t block_size = 0;
   uint64_t total_blocks = 0;
   uint64_t free_blocks = 0;  // exact: blocks not owned by any inode
-  // Of free_blocks, those only WAL segments may take (ReservedBlocks): statfs's f_bavail
+  // Of free_blocks, those only WAL segments may take (ReservedBlocks, layout.h): statfs's f_bavail
   // is free_blocks minus these (f_bfree stays free_blocks).
   uint64_t reserved_blocks = 0;
   uint64_t total_inodes = 0;
@@ -115,7 +115,7 @@ struct OpenOptions {
 };
 
 // How old the durable mtime/ctime of a file written in place may be, behind its last
-// write (see Write): a write commits its record when the last commit is this old.
+// write (see DataPath::Write): a write commits its record when the last commit is this old.
 inline constexpr int64_t kTimesStalenessNs = 1'000'000'000;
 
 enum RenameFlags : uint32_t {

@@ -169,10 +169,9 @@ void WalfsForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
 }
 
 void WalfsForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  core::WalDirectory& dir = GetServer(req).dir();
+  core::Namespace& names = GetServer(req).dir().names();
   for (size_t i = 0; i < count; ++i) {
-    if (!SessionNodes::IsNodeId(forgets[i].ino))
-      dir.names().Forget(forgets[i].ino, forgets[i].nlookup);
+    if (!SessionNodes::IsNodeId(forgets[i].ino)) names.Forget(forgets[i].ino, forgets[i].nlookup);
   }
   fuse_reply_none(req);
 }
@@ -224,15 +223,14 @@ void WalfsSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
   } else if (to_set & FUSE_SET_ATTR_MTIME) {
     r.mtime_ns = ToNanoseconds(attr->st_mtim);
   }
-  core::WalDirectory& dir = GetServer(req).dir();
+  core::Namespace& names = GetServer(req).dir().names();
   // FUSE_SET_ATTR_CTIME alone (the kernel refreshing ctime) changes nothing core keeps
   // apart from what its own setattr does, so it only reads the attributes back.
   bool any = r.mode || r.uid || r.gid || r.size || r.atime_ns || r.mtime_ns;
   absl::StatusOr<core::Attr> result =
-      !any ? dir.names().GetAttr(ino)
-      : r.size
-          ? GetServer(req).read_leases().Shrink(ino, [&] { return dir.names().Setattr(ino, r); })
-          : dir.names().Setattr(ino, r);
+      !any     ? names.GetAttr(ino)
+      : r.size ? GetServer(req).read_leases().Shrink(ino, [&] { return names.Setattr(ino, r); })
+               : names.Setattr(ino, r);
   if (!result.ok()) {
     fuse_reply_err(req, StatusToErrno(result.status(), "setattr", ino));
     return;

@@ -672,10 +672,8 @@ Step Fallocate(const std::string& path, uint64_t offset, uint64_t length, bool k
             const uint64_t size = c.model->data.at(id).current.size();
             if (!keep_size && offset + length > size) c.model->Truncate(id, offset + length);
             if (Dry(c)) return;
-            ASSERT_TRUE(c.dir->data()
-                            .Fallocate(c.handles.at(path), offset, length,
-                                       keep_size ? uint32_t{kFallocateKeepSize} : 0u)
-                            .ok());
+            const uint32_t flags = keep_size ? uint32_t{kFallocateKeepSize} : 0u;
+            ASSERT_TRUE(c.dir->data().Fallocate(c.handles.at(path), offset, length, flags).ok());
           }};
 }
 

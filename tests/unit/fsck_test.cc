@@ -787,10 +787,8 @@ TEST(FsckWithCoreTest, PoolWrittenByWalDirectoryIsClean) {
   ASSERT_TRUE(dir->data().Write(seg->ino, 0, testing::Bytes(data), false).ok());
   auto history = dir->names().Create(kRootInode, "00000002.history", 0644, kUser, true);
   ASSERT_TRUE(history.ok());
-  ASSERT_TRUE(dir->data()
-                  .Write(history->ino, 0,
-                         testing::Bytes(std::string("1\t0/3000000\tno recovery target\n")), true)
-                  .ok());
+  const std::string timeline = "1\t0/3000000\tno recovery target\n";
+  ASSERT_TRUE(dir->data().Write(history->ino, 0, testing::Bytes(timeline), true).ok());
   ASSERT_TRUE(dir->names().Link(seg->ino, archive->ino, "seg-copy").ok());
   ASSERT_TRUE(dir->names().Symlink(kRootInode, "latest", "archive/seg-copy", kUser).ok());
   ASSERT_TRUE(dir->names().Rename(kRootInode, "00000002.history", archive->ino, "h", 0).ok());

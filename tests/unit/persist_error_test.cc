@@ -216,8 +216,10 @@ const FailedOp kFailedOps[] = {
      [](WalDirectory& d, const Made&) {
        return StatusOf(d.names().Symlink(kRootInode, "lnk", "target", kUser));
      }},
-    {"link", [](WalDirectory& d,
-                const Made& m) { return StatusOf(d.names().Link(m.file, kRootInode, "hard")); }},
+    {"link",
+     [](WalDirectory& d, const Made& m) {
+       return StatusOf(d.names().Link(m.file, kRootInode, "hard"));
+     }},
     {"unlink", [](WalDirectory& d, const Made&) { return d.names().Unlink(kRootInode, "file"); }},
     {"rmdir", [](WalDirectory& d, const Made&) { return d.names().Rmdir(kRootInode, "dir"); }},
     {"rename",

@@ -103,12 +103,9 @@ TEST(ReserveTest, AGrowingFileDoesNotTakeTheReserveAhead) {
   const uint64_t outside = (st.free_blocks - st.reserved_blocks) * format::kBlockSize;
   // Half of what is outside the reserve, then appends: doubling would want as much
   // again as the file holds, more than is left outside the reserve.
+  ASSERT_TRUE(d->data().Write(f->ino, 0, Bytes(std::string(outside / 2, 'a')), false).ok());
   ASSERT_TRUE(
-      d->data().Write(f->ino, 0, Bytes(std::string(outside / 2, 'a')), false, false, nullptr).ok());
-  ASSERT_TRUE(
-      d->data()
-          .Write(f->ino, outside / 2, Bytes(std::string(outside / 4, 'b')), false, false, nullptr)
-          .ok());
+      d->data().Write(f->ino, outside / 2, Bytes(std::string(outside / 4, 'b')), false).ok());
   EXPECT_GE(d->Statfs().free_blocks, st.reserved_blocks);
   // And the last block outside the reserve can be written, the next one cannot.
   auto last = d->data().Write(f->ino, outside / 2 + outside / 4,

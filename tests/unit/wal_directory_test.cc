@@ -42,13 +42,11 @@ int Errno(const absl::StatusOr<T>& s) {
 
 std::set<std::string> List(WalDirectory& d, InodeId dir) {
   std::set<std::string> names;
-  EXPECT_TRUE(d.names()
-                  .Readdir(dir, 0,
-                           [&](const DirEntry& e) {
-                             names.insert(std::string(e.name));
-                             return true;
-                           })
-                  .ok());
+  const absl::Status s = d.names().Readdir(dir, 0, [&](const DirEntry& e) {
+    names.insert(std::string(e.name));
+    return true;
+  });
+  EXPECT_TRUE(s.ok()) << s;
   return names;
 }
 
@@ -420,14 +418,12 @@ TEST_F(WalDirectoryTest, ReaddirCookiesStableWhileEntriesChange) {
   for (;;) {
     int taken = 0;
     uint64_t next = cookie;
-    ASSERT_TRUE(dir_->names()
-                    .Readdir(kRootInode, cookie,
-                             [&](const DirEntry& e) {
-                               seen.emplace_back(e.name);
-                               next = e.next_cookie;
-                               return ++taken < 7;
-                             })
-                    .ok());
+    const absl::Status s = dir_->names().Readdir(kRootInode, cookie, [&](const DirEntry& e) {
+      seen.emplace_back(e.name);
+      next = e.next_cookie;
+      return ++taken < 7;
+    });
+    ASSERT_TRUE(s.ok()) << s;
     if (taken == 0) break;
     cookie = next;
     if (!mutated) {
@@ -806,13 +802,11 @@ TEST_F(WalDirectoryTest, FifosSocketsAndDevicesAreInertInodes) {
   EXPECT_EQ(dir_->names().GetAttr(fifo->ino)->nlink, 2u);
   ASSERT_TRUE(dir_->names().Rename(kRootInode, "sock", kRootInode, "sock2", 0).ok());
   std::map<std::string, uint32_t> types;
-  ASSERT_TRUE(dir_->names()
-                  .Readdir(kRootInode, 0,
-                           [&](const DirEntry& e) {
-                             types[std::string(e.name)] = e.type;
-                             return true;
-                           })
-                  .ok());
+  const absl::Status listed = dir_->names().Readdir(kRootInode, 0, [&](const DirEntry& e) {
+    types[std::string(e.name)] = e.type;
+    return true;
+  });
+  ASSERT_TRUE(listed.ok()) << listed;
   EXPECT_EQ(types["fifo2"], static_cast<uint32_t>(S_IFIFO));
   EXPECT_EQ(types["sock2"], static_cast<uint32_t>(S_IFSOCK));
   EXPECT_EQ(types["null"], static_cast<uint32_t>(S_IFCHR));
@@ -1242,14 +1236,11 @@ TEST(WalDirectoryCorruption, RandomDamageNeverCrashes) {
       const InodeId cur = stack.back();
       stack.pop_back();
       std::vector<std::string> names;
-      ASSERT_TRUE((*dir)
-                      ->names()
-                      .Readdir(cur, 0,
-                               [&](const DirEntry& e) {
-                                 if (e.name != "." && e.name != "..") names.emplace_back(e.name);
-                                 return true;
-                               })
-                      .ok());
+      const absl::Status listed = (*dir)->names().Readdir(cur, 0, [&](const DirEntry& e) {
+        if (e.name != "." && e.name != "..") names.emplace_back(e.name);
+        return true;
+      });
+      ASSERT_TRUE(listed.ok()) << listed;
       for (const auto& n : names) {
         auto a = (*dir)->names().Lookup(cur, n);
         ASSERT_TRUE(a.ok()) << a.status();

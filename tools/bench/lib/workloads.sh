@@ -404,7 +404,7 @@ wl_segments() {
 # time); the memory-region cases are taken from the first run only.
 wl_core() {
   local rep=$1 force csv filter
-  local wl="core data path without FUSE (walfs_core_bench, WalDirectory::Write 8 KiB into a preallocated segment)"
+  local wl="core data path without FUSE (walfs_core_bench, DataPath::Write 8 KiB into a preallocated segment)"
   for force in 1 0; do
     csv=$OUT_DIR/logs/core_bench.force$force.$rep.csv
     filter=.

@@ -36,8 +36,8 @@ class DataPath {
 
   // Reads up to out.size() bytes at `offset`; short only at EOF. atime follows relatime
   // (moved when not newer than mtime/ctime or a day old), regular files only; it becomes
-  // durable with the record's next commit (a write's, Release,
-  // WalDirectory::Close), not by the read.
+  // durable with the record's next commit (a write's, Release, WalDirectory::Close), not
+  // by the read.
   absl::StatusOr<size_t> Read(InodeId ino, uint64_t offset, absl::Span<char> out);
   // Writes all of `data` at `offset`, allocating as needed (ENOSPC only then). `sync`:
   // the write is durable when this returns (O_DSYNC/O_SYNC handles). `clear_setid`: the
@@ -59,8 +59,8 @@ class DataPath {
   absl::Status Fallocate(InodeId ino, uint64_t offset, uint64_t length, uint32_t flags);
   // An open file was closed (FUSE RELEASE): its pending times are committed, and a file
   // that is neither a WAL segment nor preallocated (fallocate KEEP_SIZE) gives back the
-  // blocks it holds past its size (growth allocates ahead, Space::Grow). In msync mode a file
-  // with bytes not yet synced is left alone: close makes nothing durable.
+  // blocks it holds past its size (growth allocates ahead, Space::Grow). In msync mode a
+  // file with bytes not yet synced is left alone: close makes nothing durable.
   absl::Status Release(InodeId ino);
 
  private:

@@ -1,5 +1,5 @@
-// Pool geometry: the reserve and the sizing rules, and computing, validating and writing a fresh layout
-// (mkfs).
+// Pool geometry: the reserve and the sizing rules, and computing, validating and writing
+// a fresh layout (mkfs).
 #include "core/layout.h"
 
 #include <sys/random.h>

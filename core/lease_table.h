@@ -44,8 +44,8 @@ class LeaseTable {
   // trusting the runs before the file shrinks (the daemon revokes its stamps first).
   absl::StatusOr<Lease> AcquireReadLease(InodeId ino);
   // Ends one lease on `ino`: its mtime and ctime become now (the holder's stores did not
-  // come through DataPath::Write) and are committed. An orphan with no lookup references and no
-  // leases left is then reclaimed.
+  // come through DataPath::Write) and are committed. An orphan with no lookup references
+  // and no leases left is then reclaimed.
   absl::Status ReleaseLease(InodeId ino);
 
  private:

@@ -276,17 +276,16 @@ void WalfsMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode
     ReplySessionEntry(req, node);
     return;
   }
-  core::WalDirectory& dir = GetServer(req).dir();
+  core::Namespace& names = GetServer(req).dir().names();
   if (S_ISREG(mode)) {  // some tools create regular files with mknod
-    ReplyEntry(req,
-               dir.names().Create(parent, name, mode & 07777, GetCaller(req), /*exclusive=*/true),
+    ReplyEntry(req, names.Create(parent, name, mode & 07777, GetCaller(req), /*exclusive=*/true),
                "mknod", parent);
     return;
   }
   // FIFOs, sockets and devices are inert inodes: the kernel gives a FIFO its pipe and a
   // socket its binding without asking walfs, and the mount is nodev, so a device node
   // is never opened. (The kernel checks CAP_MKNOD for devices before it asks.)
-  ReplyEntry(req, dir.names().Mknod(parent, name, mode, rdev, GetCaller(req)), "mknod", parent);
+  ReplyEntry(req, names.Mknod(parent, name, mode, rdev, GetCaller(req)), "mknod", parent);
 }
 
 void WalfsMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
